@@ -1,0 +1,130 @@
+/* layerdiff — HDF5 dumps of model runs (format: docs/dump-format.md).
+ *
+ * One file holds the model inputs and one group per backend run; one dataset
+ * per tensor with its native dtype and shape. Writing streams one tensor at
+ * a time into a temporary file that is renamed over the final path only by
+ * ld_dump_writer_commit(), so an interrupted run never leaves a file that
+ * looks complete. */
+#ifndef LAYERDIFF_DUMP_H
+#define LAYERDIFF_DUMP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "layerdiff/error.h"
+#include "layerdiff/round.h"
+#include "layerdiff/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LD_DUMP_FORMAT_NAME "layerdiff-dump"
+#define LD_DUMP_FORMAT_VERSION 1
+
+/* File-level attributes. Strings are borrowed by the writer, owned by the
+ * reader's dump object. */
+typedef struct ld_dump_file_info {
+    const char *model_path;    /* as given on the command line */
+    const char *model_sha256;  /* 64 lower-case hex digits, or NULL */
+    const char *tool_version;  /* filled by the writer when NULL */
+    const char *created;       /* ISO 8601 UTC; filled by the writer when NULL */
+    int64_t input_seed;        /* -1 when inputs were loaded, not generated */
+    int format_version;        /* reader only */
+} ld_dump_file_info;
+
+/* Per-run attributes. */
+typedef struct ld_dump_run_info {
+    const char *name;          /* run/group name, e.g. "reference", "emulated" */
+    const char *backend;       /* backend name */
+    const char *config;        /* free-form description of the precision config, or NULL */
+} ld_dump_run_info;
+
+/* Counters an engine keeps per layer while computing (issue: emulated engine). */
+typedef struct ld_layer_counters {
+    bool present;
+    int64_t overflows;         /* finite -> +-inf */
+    int64_t nans_created;      /* NaN from non-NaN inputs */
+    int64_t underflows;        /* nonzero -> 0 */
+    int64_t subnormals;        /* results that became subnormal */
+    int64_t partial_overflows; /* accumulate-half partial sums that overflowed */
+} ld_layer_counters;
+
+/* Per-tensor attributes. Strings borrowed by the writer, owned by the reader. */
+typedef struct ld_dump_tensor_meta {
+    const char *name;          /* the exact original tensor name */
+    const char *node;          /* producing node name ("" for inputs) */
+    const char *op_type;       /* producing op type ("" for inputs) */
+    int64_t topo_index;        /* producing node's topological index (-1 for inputs) */
+    int output_index;          /* which output of the node (0 for inputs) */
+    const char *precision;     /* "fp32", "fp16", ... the layer ran in ("" unknown) */
+    ld_layer_counters counters;
+    /* reader only: */
+    ld_dtype dtype;
+    ld_shape shape;
+} ld_dump_tensor_meta;
+
+typedef struct ld_dump_writer ld_dump_writer;
+
+typedef struct ld_dump_writer_options {
+    int gzip_level;            /* 0 = uncompressed (default); 1..9 = shuffle+gzip */
+} ld_dump_writer_options;
+
+/* Opens a writer for `path` (writes go to a temporary file beside it). opts
+ * may be NULL. Return value: new writer; finish it with commit or abort. */
+ld_status ld_dump_writer_open(ld_dump_writer **out, const char *path,
+                              const ld_dump_file_info *info,
+                              const ld_dump_writer_options *opts, ld_error *err);
+/* Writes a model input tensor into /inputs. */
+ld_status ld_dump_writer_add_input(ld_dump_writer *w, const ld_tensor *t, ld_error *err);
+/* Starts a run group; tensors written after it belong to that run. */
+ld_status ld_dump_writer_begin_run(ld_dump_writer *w, const ld_dump_run_info *run,
+                                   ld_error *err);
+/* Writes one tensor of the current run (meta->name is the key; t's own
+ * name is ignored). Fails on a duplicate name in the run. */
+ld_status ld_dump_writer_add_tensor(ld_dump_writer *w, const ld_tensor *t,
+                                    const ld_dump_tensor_meta *meta, ld_error *err);
+ld_status ld_dump_writer_end_run(ld_dump_writer *w, ld_error *err);
+/* Closes and renames the temporary file to its final path. Frees w whatever
+ * the outcome; on failure the temporary file is removed. */
+ld_status ld_dump_writer_commit(ld_dump_writer *w, ld_error *err);
+/* Closes, removes the temporary file, frees w. NULL is a no-op. */
+void ld_dump_writer_abort(ld_dump_writer *w);
+
+typedef struct ld_dump ld_dump;
+
+/* Opens a dump for reading and indexes it (names, metadata; no tensor data).
+ * Fails with a clear error on a file that is not a layerdiff dump, has a
+ * newer format version or malformed metadata. Return value: new. */
+ld_status ld_dump_open(ld_dump **out, const char *path, ld_error *err);
+void ld_dump_close(ld_dump *d);
+
+const ld_dump_file_info *ld_dump_info(const ld_dump *d);
+int ld_dump_input_count(const ld_dump *d);
+/* Borrowed metadata of input i (declaration order). */
+const ld_dump_tensor_meta *ld_dump_input_meta(const ld_dump *d, int i);
+int ld_dump_run_count(const ld_dump *d);
+/* Borrowed; NULL when i is out of range. */
+const ld_dump_run_info *ld_dump_run(const ld_dump *d, int i);
+/* Run index by name, or -1. */
+int ld_dump_find_run(const ld_dump *d, const char *name);
+int ld_dump_tensor_count(const ld_dump *d, int run);
+/* Borrowed metadata of tensor i of a run, tensors ordered by (topo_index,
+ * output_index). */
+const ld_dump_tensor_meta *ld_dump_tensor_meta_at(const ld_dump *d, int run, int i);
+/* Index of a tensor in a run by its original name, or -1. */
+int ld_dump_find_tensor(const ld_dump *d, int run, const char *name);
+/* Reads tensor i of run (run = -1: input i) into a new tensor named after
+ * the original name. Caller frees with ld_tensor_destroy. */
+ld_status ld_dump_read_tensor(const ld_dump *d, int run, int i, ld_tensor **out,
+                              ld_error *err);
+
+/* Escapes an arbitrary tensor name into an HDF5 link name ('/' and '%' and
+ * leading '.' percent-encoded) and back. Return value: new string (free()). */
+char *ld_dump_escape_name(const char *name);
+char *ld_dump_unescape_name(const char *escaped);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
