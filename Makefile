@@ -22,6 +22,13 @@ else
 -include $(BUILD)/config.mk
 endif
 
+# Quiet by default (`make V=1` prints full commands).
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
 WARNINGS   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 BASE_CFLAGS := -std=c11 $(WARNINGS) -ffp-contract=off -g -D_GNU_SOURCE \
                -DLAYERDIFF_VERSION='"$(VERSION)"' -Iinclude -I. -I$(BUILD)/gen -MMD -MP
@@ -29,7 +36,7 @@ CFLAGS     ?=
 REL_CFLAGS  = $(BASE_CFLAGS) $(OPT) $(DEP_CFLAGS) $(CFLAGS)
 ASAN_CFLAGS = $(BASE_CFLAGS) -O1 $(SAN_FLAGS) $(DEP_CFLAGS) $(CFLAGS)
 
-LIB_DIRS   := core onnx backends dump compare report
+LIB_DIRS   := core onnx backends backends/kernels dump compare report
 LIB_SRCS   := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 CLI_SRCS   := $(wildcard cli/*.c)
 UNIT_SRCS  := $(wildcard tests/test_*.c)
@@ -44,6 +51,8 @@ REL_LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o
 ASAN_LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/asan/obj/%.o) $(BUILD)/asan/obj/gen/onnx.pb-c.o
 REL_CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 ASAN_CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/asan/obj/%.o)
+# The CLI minus main(): linked into unit tests so tests/test_cli_*.c can call it.
+ASAN_CLI_LIB_OBJS := $(filter-out $(BUILD)/asan/obj/cli/main.o,$(ASAN_CLI_OBJS))
 SUPPORT_OBJS  := $(TEST_SUPPORT_SRCS:%.c=$(BUILD)/asan/obj/%.o)
 
 LIB        := $(BUILD)/liblayerdiff.a
@@ -56,6 +65,8 @@ PLUGINS    := $(PLUGIN_SRCS:tests/plugins/%.c=$(BUILD)/plugins/%.so)
 
 .PHONY: all help demo test unit-test e2e-test exhaustive-test fixtures clean deps check-deps
 .DEFAULT_GOAL := all
+# Keep intermediate objects (tests/support) instead of rebuilding them every time.
+.SECONDARY:
 
 all: $(BIN) $(LIB) ## build build/layerdiff and build/liblayerdiff.a (release)
 
@@ -73,52 +84,64 @@ $(BUILD)/config.mk: scripts/configure.sh scripts/install-deps.sh
 # --- generated ONNX protobuf code -------------------------------------------
 $(PROTO_C) $(PROTO_H) &: $(BUILD)/config.mk
 	@mkdir -p $(BUILD)/gen
-	$(PROTOC_C) --c_out=$(BUILD)/gen -I$(ONNX_PROTO_DIR) $(ONNX_PROTO)
+	@echo '  PROTO $@'
+	$(Q)$(PROTOC_C) --c_out=$(BUILD)/gen -I$(ONNX_PROTO_DIR) $(ONNX_PROTO)
 
 # Generated code is not ours to lint: compile it without -Werror.
 $(BUILD)/obj/gen/onnx.pb-c.o: $(PROTO_C)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -O2 -g -w $(DEP_CFLAGS) -I$(BUILD)/gen -c $< -o $@
+	@echo '  CC    $@'
+	$(Q)$(CC) -std=c11 -O2 -g -w $(DEP_CFLAGS) -I$(BUILD)/gen -c $< -o $@
 $(BUILD)/asan/obj/gen/onnx.pb-c.o: $(PROTO_C)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -O1 -g -w $(SAN_FLAGS) $(DEP_CFLAGS) -I$(BUILD)/gen -c $< -o $@
+	@echo '  CC    $@'
+	$(Q)$(CC) -std=c11 -O1 -g -w $(SAN_FLAGS) $(DEP_CFLAGS) -I$(BUILD)/gen -c $< -o $@
 
 # --- release build ------------------------------------------------------------
 $(BUILD)/obj/%.o: %.c $(BUILD)/config.mk | $(PROTO_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(REL_CFLAGS) -c $< -o $@
+	@echo '  CC    $@'
+	$(Q)$(CC) $(REL_CFLAGS) -c $< -o $@
 
 $(LIB): $(REL_LIB_OBJS)
 	@rm -f $@
-	ar rcs $@ $^
+	@echo '  AR    $@'
+	$(Q)ar rcs $@ $^
 
 $(BIN): $(REL_CLI_OBJS) $(LIB)
-	$(CC) $(REL_CFLAGS) -o $@ $(REL_CLI_OBJS) $(LIB) $(DEP_LIBS) -rdynamic
+	@echo '  CC    $@'
+	$(Q)$(CC) $(REL_CFLAGS) -o $@ $(REL_CLI_OBJS) $(LIB) $(DEP_LIBS) -rdynamic
 
 $(BUILD)/tests/exhaustive_%: tests/exhaustive_%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(REL_CFLAGS) $(TEST_CFLAGS) -pthread -o $@ $< $(LIB) $(TEST_LIBS) $(DEP_LIBS)
+	@echo '  CC    $@'
+	$(Q)$(CC) $(REL_CFLAGS) $(TEST_CFLAGS) -pthread -o $@ $< $(LIB) $(TEST_LIBS) $(DEP_LIBS)
 
 # --- sanitizer build (tests) ----------------------------------------------------
 $(BUILD)/asan/obj/%.o: %.c $(BUILD)/config.mk | $(PROTO_H)
 	@mkdir -p $(dir $@)
-	$(CC) $(ASAN_CFLAGS) $(TEST_CFLAGS) -c $< -o $@
+	@echo '  CC    $@'
+	$(Q)$(CC) $(ASAN_CFLAGS) $(TEST_CFLAGS) -c $< -o $@
 
 $(ASAN_LIB): $(ASAN_LIB_OBJS)
 	@rm -f $@
-	ar rcs $@ $^
+	@echo '  AR    $@'
+	$(Q)ar rcs $@ $^
 
 $(ASAN_BIN): $(ASAN_CLI_OBJS) $(ASAN_LIB)
-	$(CC) $(ASAN_CFLAGS) -o $@ $(ASAN_CLI_OBJS) $(ASAN_LIB) $(DEP_LIBS) -rdynamic
+	@echo '  CC    $@'
+	$(Q)$(CC) $(ASAN_CFLAGS) -o $@ $(ASAN_CLI_OBJS) $(ASAN_LIB) $(DEP_LIBS) -rdynamic
 
-$(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/%.o $(SUPPORT_OBJS) $(ASAN_LIB)
+$(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/%.o $(SUPPORT_OBJS) $(ASAN_CLI_LIB_OBJS) $(ASAN_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ASAN_CFLAGS) -o $@ $< $(SUPPORT_OBJS) $(ASAN_LIB) $(TEST_LIBS) $(DEP_LIBS)
+	@echo '  CC    $@'
+	$(Q)$(CC) $(ASAN_CFLAGS) -o $@ $< $(SUPPORT_OBJS) $(ASAN_CLI_LIB_OBJS) $(ASAN_LIB) $(TEST_LIBS) $(DEP_LIBS)
 
 # Backend plugins built by tests are loaded into the sanitized binary.
 $(BUILD)/plugins/%.so: tests/plugins/%.c $(BUILD)/config.mk
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) -O1 $(SAN_FLAGS) -fPIC -shared -o $@ $<
+	@echo '  CC    $@'
+	$(Q)$(CC) $(BASE_CFLAGS) -O1 $(SAN_FLAGS) -fPIC -shared -o $@ $<
 
 # --- tests ------------------------------------------------------------------------
 test: $(UNIT_BINS) $(EXH_BINS) $(ASAN_BIN) $(BIN) $(PLUGINS) ## build and run every test (unit, exhaustive, end-to-end)

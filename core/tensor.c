@@ -88,11 +88,11 @@ static ld_status tensor_alloc_header(ld_tensor **out, const char *name, ld_dtype
                                      const ld_shape *shape, ld_error *err)
 {
     const char *what = name && *name ? name : "tensor";
+    int64_t count = 0;
+    size_t nbytes = 0;
     if (!ld_dtype_is_supported(dtype))
         return ld_error_set(err, LD_ERR_UNSUPPORTED, "%s: dtype %s cannot hold data in layerdiff",
                             what, ld_dtype_name(dtype));
-    int64_t count;
-    size_t nbytes;
     ld_status st = ld_shape_count(shape, &count, what, err);
     if (st != LD_OK)
         return st;

@@ -28,8 +28,8 @@ trap 'rm -f "$log"' EXIT
 # "[  FAILED  ] N test(s)", or a plain "N passed, M failed" line.
 count_results() {
   local p f
-  p=$(grep -aE '^\[  PASSED  \] [0-9]+ test' "$log" | grep -oE '[0-9]+' | head -1)
-  f=$(grep -aE '^\[  FAILED  \] [0-9]+ test' "$log" | grep -oE '[0-9]+' | head -1)
+  p=$(grep -aoE '\[  PASSED  \] [0-9]+ test' "$log" | grep -oE '[0-9]+' | head -1)
+  f=$(grep -aoE '\[  FAILED  \] [0-9]+ test' "$log" | grep -oE '[0-9]+' | head -1)
   if [ -z "$p$f" ]; then
     local line
     line=$(grep -aE '(^|: )[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
@@ -54,7 +54,7 @@ run_one() {
   if [ "$rc" -ne 0 ]; then
     broken+=("$name (exit $rc)")
     # A crash or a non-zero exit with no counted failure still fails the run.
-    if ! grep -qaE '^\[  FAILED  \] [1-9]|[1-9][0-9]* failed' "$log"; then failed=$((failed + 1)); fi
+    if ! grep -qaE '\[  FAILED  \] [1-9]|[1-9][0-9]* failed' "$log"; then failed=$((failed + 1)); fi
   fi
 }
 

@@ -28,8 +28,21 @@ typedef struct ld_dim {
     char *param;       /* owned; symbolic name ("batch") or NULL */
 } ld_dim;
 
-/* A declared type: what the model says a value is. */
+/* Which kind of type a declaration names. layerdiff computes tensors only;
+ * the other kinds are recorded so later stages can refuse them clearly. */
+typedef enum ld_type_kind {
+    LD_TYPE_UNKNOWN = 0,    /* no declaration, or a TypeProto with nothing set */
+    LD_TYPE_TENSOR,
+    LD_TYPE_SPARSE_TENSOR,
+    LD_TYPE_SEQUENCE,
+    LD_TYPE_MAP,
+    LD_TYPE_OPTIONAL
+} ld_type_kind;
+
+/* A declared type: what the model says a value is. For sequence and
+ * optional types dtype/dims describe nothing (UNDEFINED, no shape). */
 typedef struct ld_type_info {
+    ld_type_kind kind;
     ld_dtype dtype;    /* UNDEFINED when the model does not say */
     bool has_shape;    /* false when the model gives no shape at all */
     int rank;
@@ -46,12 +59,15 @@ typedef enum ld_value_kind {
 typedef struct ld_value {
     char *name;             /* owned; the exact ONNX name */
     ld_value_kind kind;
-    ld_type_info type;      /* declared type (input/output/value_info/initializer) */
+    ld_type_info type;      /* declared type (input/output/value_info/initializer);
+                               kind UNKNOWN when nothing declares it, and always for
+                               OUTER_SCOPE values (look the name up in `parent`) */
     ld_tensor *initializer; /* owned; for LD_VALUE_INITIALIZER, else NULL. Its data
                                is NULL when the dtype is unsupported (string, complex) */
     int producer;           /* node index, or -1 */
     int *consumers;         /* owned; node indices in topological order (a node
-                               reading a value twice appears once) */
+                               reading a value twice appears once). Includes nodes
+                               whose subgraphs read the value (implicit_inputs) */
     int n_consumers;
     bool is_graph_output;
 } ld_value;
@@ -92,6 +108,7 @@ typedef struct ld_attr {
     char **strings;         /* owned, n NUL-terminated copies */
     ld_tensor **tensors;    /* owned */
     struct ld_graph **graphs; /* owned */
+    ld_type_info *types;    /* owned; TYPE_PROTO (1 entry) and TYPE_PROTOS (n entries) */
     char *ref_attr_name;    /* owned; set inside function bodies, else NULL */
 } ld_attr;
 
@@ -106,6 +123,10 @@ typedef struct ld_node {
     int *inputs;            /* owned; value indices, -1 for an omitted optional input */
     int n_outputs;
     int *outputs;           /* owned; value indices, -1 for an omitted optional output */
+    int n_implicit_inputs;
+    int *implicit_inputs;   /* owned; value indices (in this node's graph) that the
+                               node's subgraphs read from the outer scope, so the
+                               value must stay alive until this node has run */
     int n_attrs;
     ld_attr *attrs;         /* owned */
     int index;              /* position in the topological order */
@@ -142,10 +163,12 @@ typedef struct ld_graph {
     int *initializers;      /* owned; value indices, declaration order */
 
     struct ld_graph *parent; /* borrowed; enclosing graph for subgraphs, else NULL */
-    void *name_index;       /* private: name -> value index hash */
+    void *name_index;       /* private: name -> value index hash (NULL: linear search) */
+    void *node_index;       /* private: node name -> node index hash (NULL: linear search) */
 
     /* Things the loader accepted but layerdiff cannot compute (string or
-     * complex initializers, sparse initializers, ...): one line each. */
+     * complex initializers, model-local functions, ...): one line each.
+     * The loader puts the notes of subgraphs on the top-level graph. */
     int n_notes;
     char **notes;           /* owned */
 } ld_graph;
@@ -153,13 +176,33 @@ typedef struct ld_graph {
 /* Frees the graph and everything it owns. NULL is a no-op. */
 void ld_graph_destroy(ld_graph *g);
 
+/* Makes a graph whose values and nodes are filled in (by the loader or by
+ * hand) ready to use: sorts the nodes topologically (stable Kahn: a graph
+ * already in order keeps its order), renumbers node indices and producers,
+ * fills consumers and builds the name indexes. Node inputs, outputs and
+ * implicit inputs must be valid value indices or -1; value producers are
+ * recomputed from the node outputs. Fails on a value produced twice, or a
+ * cycle (the message names a node on it). Iterative: no recursion depth
+ * limit on long chains. */
+/* Hand-built graphs: every value needs a unique name and its kind (a node's
+ * outputs must be LD_VALUE_NODE_OUTPUT values). */
+ld_status ld_graph_finalize(ld_graph *g, ld_error *err);
+
+/* Appends a printf-formatted note to g->notes. */
+ld_status ld_graph_add_note(ld_graph *g, ld_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The top-level graph (g itself unless g is a subgraph). */
+const ld_graph *ld_graph_root(const ld_graph *g);
+
 /* Index of the value with this exact name, or -1. */
 int ld_graph_find_value(const ld_graph *g, const char *name);
 
 /* Index of the node with this name, or -1 (first match in topological order). */
 int ld_graph_find_node(const ld_graph *g, const char *name);
 
-/* The opset version imported for a domain ("" or "ai.onnx" = default), or -1. */
+/* The opset version imported for a domain ("" or "ai.onnx" = default), or -1.
+ * Subgraphs answer with their top-level graph's imports. */
 int64_t ld_graph_opset(const ld_graph *g, const char *domain);
 
 /* Attribute lookup on a node: NULL when absent. The typed getters return
@@ -179,10 +222,18 @@ ld_status ld_node_attr_ints(const ld_node *node, const char *name, const int64_t
 ld_status ld_node_attr_floats(const ld_node *node, const char *name, const float **out,
                               size_t *n, ld_error *err);
 
+/* Lower-case names ("ints", "graph", "initializer", "sequence"). Static strings. */
 const char *ld_attr_type_name(ld_attr_type type);
 const char *ld_value_kind_name(ld_value_kind kind);
+const char *ld_type_kind_name(ld_type_kind kind);
 
-/* Total parameter count (elements) and bytes of all initializers. */
+/* Frees what a type info / attribute owns and zeroes it (not the struct
+ * itself). Used by the loader while building; NULL is a no-op. */
+void ld_type_info_clear(ld_type_info *type);
+void ld_attr_clear(ld_attr *attr);
+
+/* Total parameter count (elements) and bytes of all initializers, including
+ * those of subgraphs. Initializers without data (string) add elements only. */
 void ld_graph_parameter_totals(const ld_graph *g, int64_t *params, int64_t *bytes);
 
 #ifdef __cplusplus

@@ -29,7 +29,10 @@ ld_status ld_onnx_load_buffer(ld_graph **out, const uint8_t *data, size_t size,
                               ld_error *err);
 
 /* Loads one serialized TensorProto (.pb files of the ONNX test data) into a
- * new tensor, named as in the file. Caller frees with ld_tensor_destroy. */
+ * new tensor, named as in the file. Caller frees with ld_tensor_destroy.
+ * String and complex tensors, and sequence/optional .pb files, fail with
+ * LD_ERR_UNSUPPORTED (or LD_ERR_INPUT when they do not parse as a tensor).
+ * External data is read relative to the file's folder (from a buffer: error). */
 ld_status ld_onnx_load_tensor_file(ld_tensor **out, const char *path, ld_error *err);
 ld_status ld_onnx_load_tensor_buffer(ld_tensor **out, const uint8_t *data, size_t size,
                                      const char *display_name, ld_error *err);
