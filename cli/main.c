@@ -1,0 +1,126 @@
+/* layerdiff CLI entry point: `layerdiff <subcommand> [options]`.
+ *
+ * main only dispatches: it finds the subcommand in the table, runs it and
+ * turns the returned status into one stderr line and an exit code
+ * (ld_status_exit_code: 0 ok, 1 comparison failed, 2 usage/input, 3 bug). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+
+#ifndef LAYERDIFF_VERSION
+#define LAYERDIFF_VERSION "unknown"
+#endif
+
+/* One row per subcommand, in the order `layerdiff --help` lists them. */
+static const ld_cli_command *const commands[] = {
+    &ld_cmd_inspect,
+    &ld_cmd_conformance,
+};
+#define N_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
+
+static void print_top_help(FILE *out)
+{
+    fprintf(out,
+            "Usage: layerdiff <command> [options]\n"
+            "       layerdiff help <command>\n"
+            "       layerdiff --help | --version\n"
+            "\n"
+            "Runs an ONNX model layer by layer in reference and reduced precision and\n"
+            "reports where the results diverge.\n"
+            "\n"
+            "Commands:\n");
+    for (int i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-14s %s\n", commands[i]->name, commands[i]->summary);
+    fprintf(out,
+            "\n"
+            "Options:\n"
+            "  -h, --help     show this help and exit\n"
+            "  -V, --version  print the version and exit\n"
+            "\n"
+            "Run 'layerdiff <command> --help' for a command's options.\n"
+            "Exit codes: 0 ok, 1 comparison failed, 2 bad usage or input, 3 internal error.\n");
+}
+
+static const ld_cli_command *find_command(const char *name)
+{
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i]->name, name) == 0)
+            return commands[i];
+    return NULL;
+}
+
+/* Usage errors name the subcommand ("layerdiff inspect: unknown option ...");
+ * every other failure is "layerdiff: error: <message>". */
+static int report(const char *cmd, const ld_error *err)
+{
+    if (err->message[0] == '\0') {
+        /* A failed comparison has already printed its report; anything else
+         * without a message is still worth one line. */
+        if (err->status != LD_ERR_MISMATCH)
+            fprintf(stderr, "layerdiff: error: %s\n", ld_status_name(err->status));
+    } else if (err->status == LD_ERR_USAGE) {
+        fprintf(stderr, "layerdiff%s%s: %s\n", cmd ? " " : "", cmd ? cmd : "", err->message);
+    } else {
+        fprintf(stderr, "layerdiff: error: %s\n", err->message);
+    }
+    return ld_status_exit_code(err->status);
+}
+
+static int finish_output(int code)
+{
+    /* A full disk or closed pipe must not look like success. */
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "layerdiff: error: cannot write to standard output\n");
+        return code != 0 ? code : ld_status_exit_code(LD_ERR_IO);
+    }
+    return code;
+}
+
+static int run_top_level(int argc, char **argv)
+{
+    ld_error err;
+    ld_error_clear(&err);
+    if (argc < 2) {
+        ld_cli_usage_error(&err, NULL, "missing command");
+        return report(NULL, &err);
+    }
+    const char *arg = argv[1];
+    if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0 || strcmp(arg, "help") == 0) {
+        if (argc > 2 && strcmp(arg, "help") == 0) {
+            const ld_cli_command *cmd = find_command(argv[2]);
+            if (cmd) {
+                cmd->help(stdout);
+                return 0;
+            }
+            ld_cli_usage_error(&err, NULL, "unknown command '%s'", argv[2]);
+            return report(NULL, &err);
+        }
+        print_top_help(stdout);
+        return 0;
+    }
+    if (strcmp(arg, "-V") == 0 || strcmp(arg, "--version") == 0) {
+        printf("layerdiff %s\n", LAYERDIFF_VERSION);
+        return 0;
+    }
+    if (arg[0] == '-') {
+        ld_cli_usage_error(&err, NULL, "unknown option '%s'", arg);
+        return report(NULL, &err);
+    }
+    const ld_cli_command *cmd = find_command(arg);
+    if (!cmd) {
+        ld_cli_usage_error(&err, NULL, "unknown command '%s'", arg);
+        return report(NULL, &err);
+    }
+    ld_status st = cmd->run(argc - 1, argv + 1, &err);
+    if (st == LD_OK)
+        return 0;
+    err.status = st; /* the status returned is what counts */
+    return report(cmd->name, &err);
+}
+
+int main(int argc, char **argv)
+{
+    return finish_output(run_top_level(argc, argv));
+}
