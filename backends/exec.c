@@ -1,0 +1,568 @@
+/* layerdiff — the graph executor (see exec.h). */
+#include "backends/exec.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/pool.h"
+#include "layerdiff/round.h"
+
+/* Per-node data resolved at create. */
+typedef struct exec_node {
+    const ld_kernel *kernel;
+    void *state;
+    ld_layer_numerics numerics;
+} exec_node;
+
+struct ld_exec {
+    const ld_graph *graph;
+    int threads;
+    ld_exec_hooks hooks;
+    exec_node *nodes;
+    int *last_use;          /* per value: last consuming node index, -1 if none */
+    ld_tensor **slots;      /* per value: the live tensor during a run */
+    bool *owned;            /* per value: slot is the executor's to free */
+    ld_pool *pool;
+    /* scratch tensors of the node being run (widened inputs, hook copies) */
+    ld_tensor **scratch;
+    int n_scratch;
+    int cap_scratch;
+    size_t live_bytes;
+    size_t peak_bytes;
+};
+
+static int default_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static const char *node_label(const ld_node *node)
+{
+    return node->name;
+}
+
+ld_status ld_kernel_fail(ld_kernel_ctx *ctx, ld_status status, const char *fmt, ...)
+{
+    char message[LD_ERROR_MESSAGE_SIZE];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    return ld_error_set(ctx->err, status, "node '%s' (%s): %s", node_label(ctx->node),
+                        ctx->node->op_type, message);
+}
+
+/* --- tensors from the pool ---------------------------------------------------- */
+
+static ld_status pool_tensor(ld_exec *e, const char *name, ld_dtype dtype, const ld_shape *shape,
+                             ld_tensor **out, ld_error *err)
+{
+    ld_tensor *t = NULL;
+    ld_status st = ld_tensor_wrap(&t, name, dtype, shape, NULL, err);
+    if (st != LD_OK)
+        return st;
+    if (t->nbytes > 0) {
+        t->data = ld_pool_get(e->pool, t->nbytes);
+        if (!t->data) {
+            st = ld_error_set(err, LD_ERR_NOMEM, "tensor '%s': cannot allocate %zu bytes", name,
+                              t->nbytes);
+            ld_tensor_destroy(t);
+            return st;
+        }
+    }
+    e->live_bytes += t->nbytes;
+    if (e->live_bytes > e->peak_bytes)
+        e->peak_bytes = e->live_bytes;
+    *out = t;
+    return LD_OK;
+}
+
+static void pool_release(ld_exec *e, ld_tensor *t)
+{
+    if (!t)
+        return;
+    e->live_bytes -= t->nbytes;
+    ld_pool_put(e->pool, t->data);
+    t->data = NULL;
+    ld_tensor_destroy(t);
+}
+
+static ld_status add_scratch(ld_exec *e, ld_tensor *t, ld_error *err)
+{
+    if (e->n_scratch == e->cap_scratch) {
+        int cap = e->cap_scratch ? 2 * e->cap_scratch : 16;
+        ld_tensor **grown = realloc(e->scratch, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            pool_release(e, t);
+            return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
+        }
+        e->scratch = grown;
+        e->cap_scratch = cap;
+    }
+    e->scratch[e->n_scratch++] = t;
+    return LD_OK;
+}
+
+static void release_scratch(ld_exec *e)
+{
+    for (int i = 0; i < e->n_scratch; i++)
+        pool_release(e, e->scratch[i]);
+    e->n_scratch = 0;
+}
+
+ld_status ld_exec_scratch_clone(ld_kernel_ctx *ctx, const ld_tensor *src, ld_tensor **out)
+{
+    ld_exec *e = ctx->exec;
+    ld_tensor *t = NULL;
+    ld_status st = pool_tensor(e, src->name, src->dtype, &src->shape, &t, ctx->err);
+    if (st != LD_OK)
+        return st;
+    if (src->nbytes)
+        memcpy(t->data, src->data, src->nbytes);
+    st = add_scratch(e, t, ctx->err);
+    if (st == LD_OK)
+        *out = t;
+    return st;
+}
+
+ld_status ld_kernel_alloc_output(ld_kernel_ctx *ctx, int i, ld_dtype dtype, const ld_shape *shape,
+                                 ld_tensor **out)
+{
+    if (i < 0 || i >= ctx->n_outputs)
+        return ld_kernel_fail(ctx, LD_ERR_INTERNAL, "output %d out of range", i);
+    if (ctx->outputs[i])
+        return ld_kernel_fail(ctx, LD_ERR_INTERNAL, "output %d allocated twice", i);
+    int value = ctx->node->outputs[i];
+    const char *name = value >= 0 ? ctx->graph->values[value].name : "";
+    ld_status st = pool_tensor(ctx->exec, name, dtype, shape, &ctx->outputs[i], ctx->err);
+    if (st != LD_OK)
+        return ld_error_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
+    *out = ctx->outputs[i];
+    return LD_OK;
+}
+
+/* --- create ------------------------------------------------------------------------ */
+
+static ld_status resolve_node(ld_exec *e, const ld_node *node, exec_node *xn, ld_error *err)
+{
+    xn->kernel = ld_kernel_find(node->domain, node->op_type, node->opset);
+    if (!xn->kernel)
+        return ld_error_set(err, LD_ERR_UNSUPPORTED,
+                            "node '%s': operator %s%s%s (opset %" PRId64 ") is not supported",
+                            node->name, *node->domain ? node->domain : "",
+                            *node->domain ? "." : "", node->op_type, node->opset);
+    xn->numerics = (ld_layer_numerics){.precision = LD_PRECISION_FP32};
+    if (e->hooks.layer_numerics) {
+        ld_status st = e->hooks.layer_numerics(e->hooks.user, node, &xn->numerics, err);
+        if (st != LD_OK)
+            return st;
+    }
+    if (!xn->kernel->init)
+        return LD_OK;
+    ld_layer_counters unused = {0};
+    ld_kernel_ctx ctx = {
+        .graph = e->graph, .node = node, .n_inputs = node->n_inputs,
+        .n_outputs = node->n_outputs, .threads = e->threads, .numerics = &xn->numerics,
+        .counters = &unused, .err = err, .exec = e,
+    };
+    ld_status st = xn->kernel->init(&ctx);
+    xn->state = ctx.state;
+    return st;
+}
+
+static ld_status compute_liveness(ld_exec *e, ld_error *err)
+{
+    const ld_graph *g = e->graph;
+    e->last_use = malloc((size_t)(g->n_values ? g->n_values : 1) * sizeof *e->last_use);
+    if (!e->last_use)
+        return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
+    for (int v = 0; v < g->n_values; v++) {
+        int last = -1;
+        for (int c = 0; c < g->values[v].n_consumers; c++)
+            if (g->values[v].consumers[c] > last)
+                last = g->values[v].consumers[c];
+        e->last_use[v] = last;
+    }
+    return LD_OK;
+}
+
+ld_status ld_exec_create(ld_exec **out, const ld_graph *g, const ld_exec_config *cfg,
+                         ld_error *err)
+{
+    ld_status st = LD_OK;
+    ld_exec *e = calloc(1, sizeof *e);
+    if (!e)
+        return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
+    e->graph = g;
+    e->threads = cfg && cfg->threads > 0 ? cfg->threads : default_threads();
+    if (cfg && cfg->hooks)
+        e->hooks = *cfg->hooks;
+    size_t nv = (size_t)(g->n_values ? g->n_values : 1);
+    e->nodes = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *e->nodes);
+    e->slots = calloc(nv, sizeof *e->slots);
+    e->owned = calloc(nv, sizeof *e->owned);
+    e->pool = ld_pool_create();
+    if (!e->nodes || !e->slots || !e->owned || !e->pool) {
+        st = ld_error_set(err, LD_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    st = compute_liveness(e, err);
+    if (st != LD_OK)
+        goto out;
+    for (int i = 0; i < g->n_nodes; i++) {
+        st = resolve_node(e, &g->nodes[i], &e->nodes[i], err);
+        if (st != LD_OK)
+            goto out;
+    }
+out:
+    if (st != LD_OK) {
+        ld_exec_destroy(e);
+        return st;
+    }
+    *out = e;
+    return LD_OK;
+}
+
+void ld_exec_destroy(ld_exec *e)
+{
+    if (!e)
+        return;
+    if (e->nodes) {
+        for (int i = 0; i < e->graph->n_nodes; i++)
+            if (e->nodes[i].kernel && e->nodes[i].kernel->fini && e->nodes[i].state)
+                e->nodes[i].kernel->fini(e->nodes[i].state);
+    }
+    release_scratch(e);
+    if (e->slots) {
+        for (int v = 0; v < e->graph->n_values; v++)
+            if (e->owned[v])
+                pool_release(e, e->slots[v]);
+    }
+    ld_pool_destroy(e->pool);
+    free(e->scratch);
+    free(e->nodes);
+    free(e->last_use);
+    free(e->slots);
+    free(e->owned);
+    free(e);
+}
+
+const ld_layer_numerics *ld_exec_node_numerics(const ld_exec *e, int node_index)
+{
+    return &e->nodes[node_index].numerics;
+}
+
+size_t ld_exec_peak_bytes(const ld_exec *e)
+{
+    return e->peak_bytes;
+}
+
+/* --- run ------------------------------------------------------------------------------ */
+
+static ld_status check_input(const ld_graph *g, int value, const ld_tensor *t, ld_error *err)
+{
+    const ld_value *v = &g->values[value];
+    char got[128], want[160];
+    if (!t)
+        return ld_error_set(err, LD_ERR_INPUT, "input '%s': no tensor given", v->name);
+    if (v->type.dtype != LD_DTYPE_UNDEFINED && v->type.dtype != t->dtype)
+        return ld_error_set(err, LD_ERR_INPUT, "input '%s': the model expects %s, got %s",
+                            v->name, ld_dtype_name(v->type.dtype), ld_dtype_name(t->dtype));
+    if (!v->type.has_shape)
+        return LD_OK;
+    bool ok = v->type.rank == t->shape.rank;
+    for (int i = 0; ok && i < v->type.rank; i++)
+        if (v->type.dims[i].value >= 0 && v->type.dims[i].value != t->shape.dims[i])
+            ok = false;
+    if (ok)
+        return LD_OK;
+    size_t used = 0;
+    want[0] = '\0';
+    for (int i = 0; i < v->type.rank && used < sizeof want; i++) {
+        const ld_dim *d = &v->type.dims[i];
+        int n = d->value >= 0
+                    ? snprintf(want + used, sizeof want - used, "%s%" PRId64, i ? "x" : "", d->value)
+                    : snprintf(want + used, sizeof want - used, "%s%s", i ? "x" : "",
+                               d->param ? d->param : "?");
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+    if (v->type.rank == 0)
+        snprintf(want, sizeof want, "scalar");
+    return ld_error_set(err, LD_ERR_INPUT, "input '%s': the model expects shape %s, got %s",
+                        v->name, want, ld_shape_format(&t->shape, got, sizeof got));
+}
+
+/* The tensor a node reads for value v: an initializer, or a live slot. */
+static ld_status input_tensor(ld_exec *e, const ld_node *node, int v, const ld_tensor **out,
+                              ld_error *err)
+{
+    const ld_value *val = &e->graph->values[v];
+    if (val->kind == LD_VALUE_INITIALIZER) {
+        if (!val->initializer || (!val->initializer->data && val->initializer->nbytes))
+            return ld_error_set(err, LD_ERR_UNSUPPORTED,
+                                "node '%s': initializer '%s' has a type layerdiff cannot hold (%s)",
+                                node->name, val->name,
+                                ld_dtype_name(val->initializer ? val->initializer->dtype
+                                                               : val->type.dtype));
+        *out = val->initializer;
+        return LD_OK;
+    }
+    if (!e->slots[v])
+        return ld_error_set(err, LD_ERR_INTERNAL, "node '%s': input '%s' was not computed",
+                            node->name, val->name);
+    *out = e->slots[v];
+    return LD_OK;
+}
+
+static bool is_half(ld_dtype d)
+{
+    return d == LD_DTYPE_FLOAT16 || d == LD_DTYPE_BFLOAT16;
+}
+
+/* float16/bfloat16 -> float32 scratch copy, for WIDEN_HALF kernels. */
+static ld_status widen_input(ld_exec *e, const ld_tensor *in, const ld_tensor **out, ld_error *err)
+{
+    ld_tensor *t = NULL;
+    ld_status st = pool_tensor(e, in->name, LD_DTYPE_FLOAT32, &in->shape, &t, err);
+    if (st != LD_OK)
+        return st;
+    if (in->dtype == LD_DTYPE_FLOAT16)
+        ld_convert_fp16_to_fp32(in->data, t->data, (size_t)in->count);
+    else
+        ld_convert_bf16_to_fp32(in->data, t->data, (size_t)in->count);
+    st = add_scratch(e, t, err);
+    if (st == LD_OK)
+        *out = t;
+    return st;
+}
+
+/* Rounds a float32 output of a widened node back to its half type: the type
+ * the model declares for the value when it declares a float type, else the
+ * type the inputs were widened from. */
+static ld_status narrow_output(ld_exec *e, int value, ld_dtype widened_from, ld_tensor **slot,
+                               ld_error *err)
+{
+    ld_dtype target = widened_from;
+    ld_dtype declared = value >= 0 ? e->graph->values[value].type.dtype : LD_DTYPE_UNDEFINED;
+    if (ld_dtype_is_float(declared))
+        target = declared;
+    if (!is_half(target))
+        return LD_OK;
+    ld_tensor *wide = *slot, *narrow = NULL;
+    ld_status st = pool_tensor(e, wide->name, target, &wide->shape, &narrow, err);
+    if (st != LD_OK)
+        return st;
+    if (target == LD_DTYPE_FLOAT16)
+        ld_convert_fp32_to_fp16(wide->data, narrow->data, (size_t)wide->count);
+    else
+        ld_convert_fp32_to_bf16(wide->data, narrow->data, (size_t)wide->count);
+    pool_release(e, wide);
+    *slot = narrow;
+    return LD_OK;
+}
+
+static ld_status gather_inputs(ld_exec *e, const ld_node *node, const ld_kernel *k,
+                               const ld_tensor **inputs, ld_dtype *widened_from, ld_error *err)
+{
+    *widened_from = LD_DTYPE_UNDEFINED;
+    for (int j = 0; j < node->n_inputs; j++) {
+        inputs[j] = NULL;
+        if (node->inputs[j] < 0)
+            continue;
+        ld_status st = input_tensor(e, node, node->inputs[j], &inputs[j], err);
+        if (st != LD_OK)
+            return st;
+        if ((k->flags & LD_KERNEL_WIDEN_HALF) && is_half(inputs[j]->dtype)) {
+            if (*widened_from == LD_DTYPE_UNDEFINED)
+                *widened_from = inputs[j]->dtype;
+            st = widen_input(e, inputs[j], &inputs[j], err);
+            if (st != LD_OK)
+                return st;
+        }
+    }
+    return LD_OK;
+}
+
+static ld_status allocate_outputs(ld_exec *e, ld_kernel_ctx *ctx, ld_output_desc *descs)
+{
+    const ld_node *node = ctx->node;
+    for (int j = 0; j < node->n_outputs; j++) {
+        ctx->outputs[j] = NULL;
+        descs[j] = (ld_output_desc){0};
+    }
+    ld_status st = e->nodes[node->index].kernel->infer(ctx, descs);
+    if (st != LD_OK)
+        return st;
+    for (int j = 0; j < node->n_outputs; j++) {
+        if (node->outputs[j] < 0 || descs[j].deferred)
+            continue;
+        st = pool_tensor(e, e->graph->values[node->outputs[j]].name, descs[j].dtype,
+                         &descs[j].shape, &ctx->outputs[j], ctx->err);
+        if (st != LD_OK)
+            return ld_error_prefix(ctx->err, "node '%s' (%s)", node->name, node->op_type);
+    }
+    return LD_OK;
+}
+
+static void release_node_outputs(ld_exec *e, ld_kernel_ctx *ctx)
+{
+    for (int j = 0; j < ctx->n_outputs; j++) {
+        pool_release(e, ctx->outputs[j]);
+        ctx->outputs[j] = NULL;
+    }
+}
+
+/* Frees every value whose last reader is node i. */
+static void free_dead_values(ld_exec *e, const ld_node *node)
+{
+    for (int j = 0; j < node->n_inputs + node->n_implicit_inputs; j++) {
+        int v = j < node->n_inputs ? node->inputs[j] : node->implicit_inputs[j - node->n_inputs];
+        if (v >= 0 && e->owned[v] && e->last_use[v] == node->index) {
+            pool_release(e, e->slots[v]);
+            e->slots[v] = NULL;
+            e->owned[v] = false;
+        }
+    }
+}
+
+static ld_status observe(ld_exec *e, const ld_node *node, int output_index, int value,
+                         const ld_layer_numerics *numerics, const ld_layer_counters *counters,
+                         ld_tensor_observer observer, void *user, ld_error *err)
+{
+    if (!observer)
+        return LD_OK;
+    ld_tensor_event ev = {
+        .graph = e->graph, .node = node, .output_index = output_index, .value = value,
+        .tensor = e->slots[value], .precision = numerics ? numerics->precision : LD_PRECISION_FP32,
+    };
+    if (counters)
+        ev.counters = *counters;
+    return observer(user, &ev, err);
+}
+
+static ld_status run_node(ld_exec *e, int i, const ld_tensor **inputs, ld_tensor **outputs,
+                          ld_output_desc *descs, ld_tensor_observer observer, void *user,
+                          ld_error *err)
+{
+    const ld_graph *g = e->graph;
+    const ld_node *node = &g->nodes[i];
+    exec_node *xn = &e->nodes[i];
+    ld_layer_counters counters = {0};
+    ld_dtype widened_from;
+    ld_kernel_ctx ctx = {
+        .graph = g, .node = node, .n_inputs = node->n_inputs, .inputs = inputs,
+        .n_outputs = node->n_outputs, .outputs = outputs, .state = xn->state,
+        .threads = e->threads, .numerics = &xn->numerics, .counters = &counters, .err = err,
+        .exec = e,
+    };
+    for (int j = 0; j < node->n_outputs; j++)
+        outputs[j] = NULL;
+    ld_status st = gather_inputs(e, node, xn->kernel, inputs, &widened_from, err);
+    if (st == LD_OK && e->hooks.before_compute)
+        st = e->hooks.before_compute(e->hooks.user, &ctx, inputs, err);
+    if (st == LD_OK)
+        st = allocate_outputs(e, &ctx, descs);
+    if (st == LD_OK)
+        st = xn->kernel->compute(&ctx);
+    for (int j = 0; st == LD_OK && j < node->n_outputs; j++) {
+        if (node->outputs[j] >= 0 && !outputs[j])
+            st = ld_kernel_fail(&ctx, LD_ERR_INTERNAL, "kernel produced no output %d", j);
+        else if (outputs[j] && widened_from != LD_DTYPE_UNDEFINED &&
+                 outputs[j]->dtype == LD_DTYPE_FLOAT32)
+            st = narrow_output(e, node->outputs[j], widened_from, &outputs[j], err);
+    }
+    if (st == LD_OK && e->hooks.after_compute)
+        st = e->hooks.after_compute(e->hooks.user, &ctx, outputs, &counters, err);
+    release_scratch(e);
+    if (st != LD_OK) {
+        release_node_outputs(e, &ctx);
+        return st;
+    }
+    /* Install outputs, show them to the observer, then drop what is dead. */
+    for (int j = 0; j < node->n_outputs; j++) {
+        int v = node->outputs[j];
+        if (v < 0) {
+            pool_release(e, outputs[j]);
+            continue;
+        }
+        e->slots[v] = outputs[j];
+        e->owned[v] = true;
+        outputs[j] = NULL;
+    }
+    for (int j = 0; st == LD_OK && j < node->n_outputs; j++)
+        if (node->outputs[j] >= 0)
+            st = observe(e, node, j, node->outputs[j], &xn->numerics, &counters, observer, user,
+                         err);
+    for (int j = 0; j < node->n_outputs; j++) {
+        int v = node->outputs[j];
+        if (v >= 0 && e->last_use[v] < 0 && e->owned[v]) {
+            pool_release(e, e->slots[v]);
+            e->slots[v] = NULL;
+            e->owned[v] = false;
+        }
+    }
+    free_dead_values(e, node);
+    return st;
+}
+
+static void clear_slots(ld_exec *e)
+{
+    for (int v = 0; v < e->graph->n_values; v++) {
+        if (e->owned[v])
+            pool_release(e, e->slots[v]);
+        e->slots[v] = NULL;
+        e->owned[v] = false;
+    }
+}
+
+ld_status ld_exec_run(ld_exec *e, const ld_tensor *const *inputs, ld_tensor_observer observer,
+                      void *user, ld_error *err)
+{
+    const ld_graph *g = e->graph;
+    int max_in = 1, max_out = 1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].n_inputs > max_in)
+            max_in = g->nodes[i].n_inputs;
+        if (g->nodes[i].n_outputs > max_out)
+            max_out = g->nodes[i].n_outputs;
+    }
+    ld_status st = LD_OK;
+    const ld_tensor **in_buf = calloc((size_t)max_in, sizeof *in_buf);
+    ld_tensor **out_buf = calloc((size_t)max_out, sizeof *out_buf);
+    ld_output_desc *descs = calloc((size_t)max_out, sizeof *descs);
+    if (!in_buf || !out_buf || !descs) {
+        st = ld_error_set(err, LD_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    e->live_bytes = 0;
+    e->peak_bytes = 0;
+    for (int j = 0; j < g->n_inputs; j++) {
+        st = check_input(g, g->inputs[j], inputs[j], err);
+        if (st != LD_OK)
+            goto out;
+        e->slots[g->inputs[j]] = (ld_tensor *)inputs[j]; /* borrowed, never written */
+    }
+    for (int j = 0; j < g->n_inputs; j++) {
+        st = observe(e, NULL, 0, g->inputs[j], NULL, NULL, observer, user, err);
+        if (st != LD_OK)
+            goto out;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        st = run_node(e, i, in_buf, out_buf, descs, observer, user, err);
+        if (st != LD_OK)
+            goto out;
+    }
+out:
+    clear_slots(e);
+    free(in_buf);
+    free(out_buf);
+    free(descs);
+    return st;
+}

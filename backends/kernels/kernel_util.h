@@ -1,0 +1,52 @@
+/* layerdiff — small helpers shared by kernel families (private to backends/). */
+#ifndef LAYERDIFF_BACKENDS_KERNEL_UTIL_H
+#define LAYERDIFF_BACKENDS_KERNEL_UTIL_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "layerdiff/kernel.h"
+
+/* Input i, or NULL when omitted or beyond the node's inputs. */
+static inline const ld_tensor *ld_kin(const ld_kernel_ctx *ctx, int i)
+{
+    return i < ctx->n_inputs ? ctx->inputs[i] : NULL;
+}
+
+/* Output i, or NULL when the model omits it. */
+static inline ld_tensor *ld_kout(const ld_kernel_ctx *ctx, int i)
+{
+    return i < ctx->n_outputs ? ctx->outputs[i] : NULL;
+}
+
+/* Fails unless input i is present. */
+static inline ld_status ld_krequire(ld_kernel_ctx *ctx, int i)
+{
+    if (!ld_kin(ctx, i))
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "required input %d is missing", i);
+    return LD_OK;
+}
+
+/* Output 0 has input 0's dtype and shape (unary ops). */
+static inline ld_status ld_infer_like_input0(ld_kernel_ctx *ctx, ld_output_desc *outs)
+{
+    ld_status st = ld_krequire(ctx, 0);
+    if (st != LD_OK)
+        return st;
+    outs[0].dtype = ctx->inputs[0]->dtype;
+    outs[0].shape = ctx->inputs[0]->shape;
+    return LD_OK;
+}
+
+/* Normalises a possibly negative axis against rank; fails when out of range. */
+static inline ld_status ld_normalize_axis(ld_kernel_ctx *ctx, int64_t axis, int rank, int *out)
+{
+    int64_t a = axis < 0 ? axis + rank : axis;
+    if (a < 0 || a >= (rank > 0 ? rank : 1))
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "axis %lld is out of range for rank %d",
+                              (long long)axis, rank);
+    *out = (int)a;
+    return LD_OK;
+}
+
+#endif

@@ -1,0 +1,75 @@
+/* layerdiff — the fp32 reference backend: the executor with no rounding
+ * hooks. float32 computes in float32, float64 in double, float16/bfloat16 in
+ * float32 rounded back per op (as ONNX Runtime's CPU provider does). It is the
+ * ground truth every comparison rests on. */
+#include <stdlib.h>
+
+#include "backends/exec.h"
+#include "backends/reference.h"
+
+typedef struct reference_backend {
+    int threads;
+    ld_exec *exec; /* owned; set by prepare */
+} reference_backend;
+
+static ld_status reference_create(void **state, const ld_backend_config *cfg, ld_error *err)
+{
+    reference_backend *b = calloc(1, sizeof *b);
+    if (!b)
+        return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
+    b->threads = cfg ? cfg->threads : 0;
+    if (cfg && cfg->n_options > 0) {
+        free(b);
+        return ld_error_set(err, LD_ERR_USAGE, "backend 'reference' takes no options (got '%s')",
+                            cfg->options[0]);
+    }
+    *state = b;
+    return LD_OK;
+}
+
+static ld_status reference_prepare(void *state, const ld_graph *g, const ld_shape *input_shapes,
+                                   ld_error *err)
+{
+    (void)input_shapes; /* shapes are inferred at run time from the actual inputs */
+    reference_backend *b = state;
+    ld_exec_destroy(b->exec);
+    b->exec = NULL;
+    ld_exec_config cfg = {.threads = b->threads};
+    return ld_exec_create(&b->exec, g, &cfg, err);
+}
+
+static ld_status reference_run(void *state, const ld_tensor *const *inputs,
+                               ld_tensor_observer observer, void *user, ld_error *err)
+{
+    reference_backend *b = state;
+    if (!b->exec)
+        return ld_error_set(err, LD_ERR_INTERNAL, "backend 'reference': run before prepare");
+    return ld_exec_run(b->exec, inputs, observer, user, err);
+}
+
+static void reference_destroy(void *state)
+{
+    reference_backend *b = state;
+    if (!b)
+        return;
+    ld_exec_destroy(b->exec);
+    free(b);
+}
+
+static ld_precision reference_node_precision(void *state, int node_index)
+{
+    (void)state;
+    (void)node_index;
+    return LD_PRECISION_FP32;
+}
+
+const ld_backend_vtable ld_backend_reference = {
+    .abi_version = LD_BACKEND_ABI_VERSION,
+    .name = "reference",
+    .description = "fp32 reference interpreter (float16/bfloat16 computed in fp32, rounded per op)",
+    .create = reference_create,
+    .prepare = reference_prepare,
+    .run = reference_run,
+    .destroy = reference_destroy,
+    .node_precision = reference_node_precision,
+};

@@ -1,0 +1,94 @@
+/* layerdiff — operator kernels and their registry.
+ *
+ * A kernel is one row of a sorted static table: (domain, op type, first
+ * opset version, lifecycle functions), like libonnx's per-op resolver. A
+ * node resolves to the row with the same domain and op type whose
+ * since_version is the largest <= the model's opset for that domain (cONNXr's
+ * operator_set_find). Adding an op touches one file and one table row.
+ *
+ * Lifecycle, as xboot/libonnx: `init` parses attributes into private state
+ * once per node (before anything runs, so attribute errors surface early),
+ * `infer` computes output dtypes and shapes from the actual inputs, the
+ * executor allocates the outputs, `compute` fills them, `fini` frees state. */
+#ifndef LAYERDIFF_KERNEL_H
+#define LAYERDIFF_KERNEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "layerdiff/error.h"
+#include "layerdiff/graph.h"
+#include "layerdiff/numerics.h"
+#include "layerdiff/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ld_exec;
+
+typedef struct ld_kernel_ctx {
+    const ld_graph *graph;
+    const ld_node *node;
+    int n_inputs;
+    const ld_tensor *const *inputs; /* borrowed; NULL for an omitted optional input */
+    int n_outputs;
+    ld_tensor **outputs;            /* allocated by the executor from infer's result (or by
+                                       compute for deferred outputs); NULL when the model
+                                       omits that output */
+    void *state;                    /* the kernel's own, from init */
+    int threads;                    /* threads the kernel may use */
+    const ld_layer_numerics *numerics; /* how this layer rounds (never NULL) */
+    ld_layer_counters *counters;    /* where a kernel adds what it counts (accumulate-half
+                                       partial overflows); never NULL */
+    ld_error *err;
+    struct ld_exec *exec;           /* private */
+} ld_kernel_ctx;
+
+/* What infer says about one output. */
+typedef struct ld_output_desc {
+    ld_dtype dtype;
+    ld_shape shape;
+    bool deferred; /* shape depends on the values (NonZero, Unique, ...): compute
+                      allocates it with ld_kernel_alloc_output */
+} ld_output_desc;
+
+enum {
+    /* float16/bfloat16 inputs are widened to float32 by the executor, the kernel
+     * computes in float32 and float32 outputs are rounded back to the input's
+     * type: "computed in fp32 and rounded per op", as ONNX Runtime's CPU provider
+     * does. Kernels with this flag implement float32 (and float64) only. */
+    LD_KERNEL_WIDEN_HALF = 1u << 0,
+};
+
+typedef struct ld_kernel {
+    const char *domain;    /* "" for ai.onnx, "com.microsoft", ... */
+    const char *op_type;
+    int since_version;     /* first opset version this row implements */
+    unsigned flags;
+    ld_status (*init)(ld_kernel_ctx *ctx);   /* optional; may set ctx->state */
+    ld_status (*infer)(ld_kernel_ctx *ctx, ld_output_desc *outs); /* outs[n_outputs] */
+    ld_status (*compute)(ld_kernel_ctx *ctx);
+    void (*fini)(void *state);               /* optional */
+} ld_kernel;
+
+/* The registry row for (domain, op_type) at opset, or NULL. domain "" and
+ * "ai.onnx" are the same. */
+const ld_kernel *ld_kernel_find(const char *domain, const char *op_type, int64_t opset);
+
+/* The whole registry, sorted by (domain, op_type, since_version). Borrowed. */
+const ld_kernel *ld_kernel_table(int *n);
+
+/* Allocates deferred output i of the node being computed. The tensor is
+ * owned by the executor; *out is borrowed. */
+ld_status ld_kernel_alloc_output(ld_kernel_ctx *ctx, int i, ld_dtype dtype,
+                                 const ld_shape *shape, ld_tensor **out);
+
+/* Error helper for kernels: formats "node '<name>' (<op_type>): <message>". */
+ld_status ld_kernel_fail(ld_kernel_ctx *ctx, ld_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#ifdef __cplusplus
+}
+#endif
+#endif
