@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "layerdiff/error.h"
+#include "layerdiff/numerics.h"
 #include "layerdiff/round.h"
 #include "layerdiff/tensor.h"
 
@@ -37,18 +38,11 @@ typedef struct ld_dump_file_info {
 typedef struct ld_dump_run_info {
     const char *name;          /* run/group name, e.g. "reference", "emulated" */
     const char *backend;       /* backend name */
-    const char *config;        /* free-form description of the precision config, or NULL */
+    const char *config;        /* free-form description of the precision config, or NULL
+                                  (the writer stores NULL as "") */
 } ld_dump_run_info;
 
-/* Counters an engine keeps per layer while computing (issue: emulated engine). */
-typedef struct ld_layer_counters {
-    bool present;
-    int64_t overflows;         /* finite -> +-inf */
-    int64_t nans_created;      /* NaN from non-NaN inputs */
-    int64_t underflows;        /* nonzero -> 0 */
-    int64_t subnormals;        /* results that became subnormal */
-    int64_t partial_overflows; /* accumulate-half partial sums that overflowed */
-} ld_layer_counters;
+/* ld_layer_counters (per-layer engine counters) is defined in numerics.h. */
 
 /* Per-tensor attributes. Strings borrowed by the writer, owned by the reader. */
 typedef struct ld_dump_tensor_meta {
@@ -68,13 +62,22 @@ typedef struct ld_dump_writer ld_dump_writer;
 
 typedef struct ld_dump_writer_options {
     int gzip_level;            /* 0 = uncompressed (default); 1..9 = shuffle+gzip */
+    bool sync;                 /* fsync the file (and its directory) at commit, so a
+                                  power loss cannot leave a renamed but unwritten file;
+                                  off by default (commit then waits for the disk) */
 } ld_dump_writer_options;
 
 /* Opens a writer for `path` (writes go to a temporary file beside it). opts
- * may be NULL. Return value: new writer; finish it with commit or abort. */
+ * may be NULL. Return value: new writer; finish it with commit or abort.
+ * After any failed call the writer stays failed: later calls return the
+ * first error again and commit removes the temporary file. */
 ld_status ld_dump_writer_open(ld_dump_writer **out, const char *path,
                               const ld_dump_file_info *info,
                               const ld_dump_writer_options *opts, ld_error *err);
+/* The temporary file being written ("<path>.tmp-<pid>-<random>"), for
+ * messages and for cleanup from a signal handler's caller. Borrowed; valid
+ * until commit or abort. */
+const char *ld_dump_writer_temp_path(const ld_dump_writer *w);
 /* Writes a model input tensor into /inputs. */
 ld_status ld_dump_writer_add_input(ld_dump_writer *w, const ld_tensor *t, ld_error *err);
 /* Starts a run group; tensors written after it belong to that run. */
@@ -95,7 +98,9 @@ typedef struct ld_dump ld_dump;
 
 /* Opens a dump for reading and indexes it (names, metadata; no tensor data).
  * Fails with a clear error on a file that is not a layerdiff dump, has a
- * newer format version or malformed metadata. Return value: new. */
+ * newer format version or malformed metadata. Return value: new.
+ * HDF5 is not thread-safe: use dumps (readers and writers) from one thread
+ * at a time. */
 ld_status ld_dump_open(ld_dump **out, const char *path, ld_error *err);
 void ld_dump_close(ld_dump *d);
 
@@ -119,8 +124,12 @@ int ld_dump_find_tensor(const ld_dump *d, int run, const char *name);
 ld_status ld_dump_read_tensor(const ld_dump *d, int run, int i, ld_tensor **out,
                               ld_error *err);
 
-/* Escapes an arbitrary tensor name into an HDF5 link name ('/' and '%' and
- * leading '.' percent-encoded) and back. Return value: new string (free()). */
+/* Escapes an arbitrary tensor name into an HDF5 link name and back
+ * (docs/dump-format.md, "Link names"): '%', '/', a leading '.', control bytes
+ * and bytes that are not well-formed UTF-8 become "%XX"; "" becomes "%00".
+ * Injective, so distinct names never share a link. Unescape returns NULL for
+ * anything escape would not produce. Return value: new string (free()), NULL
+ * on a NULL argument or out of memory. */
 char *ld_dump_escape_name(const char *name);
 char *ld_dump_unescape_name(const char *escaped);
 

@@ -1,0 +1,72 @@
+/* layerdiff — helpers shared by the dump writer and reader (private to dump/).
+ *
+ * HDF5 type construction and matching, attribute I/O with bounded strings,
+ * and the translation of HDF5's error stack into one-line layerdiff errors.
+ * HDF5 (serial build) is not thread-safe: every dump function must be called
+ * from one thread at a time. */
+#ifndef LAYERDIFF_DUMP_INTERNAL_H
+#define LAYERDIFF_DUMP_INTERNAL_H
+
+#include <hdf5.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layerdiff/dump.h"
+
+/* Longest string attribute the reader accepts (a hostile file could claim
+ * gigabytes); ONNX names are far shorter. */
+#define LD_DUMP_MAX_STRING (1u << 20)
+
+/* Group paths and attribute names of format version 1 (docs/dump-format.md). */
+#define LD_DUMP_INPUTS_GROUP "/inputs"
+#define LD_DUMP_RUNS_GROUP "/runs"
+
+/* Turns off HDF5's automatic printing of its error stack to stderr (errors
+ * are reported through ld_error instead). Idempotent. */
+void ld_dump_h5_quiet(void);
+
+/* Writes the most useful line of HDF5's current error stack into buf (the
+ * OS error text when the failure was a system call, e.g. "No space left on
+ * device"), or "HDF5 error" when the stack is empty. Returns buf. */
+const char *ld_dump_h5_error_detail(char *buf, size_t size);
+
+/* HDF5 datatype used to store dtype in a file (little-endian): IEEE floats,
+ * the half type h5py builds for float16, an 8/7-bit float for bfloat16, and
+ * h5py's FALSE/TRUE int8 enum for bool. Return value: new type id the caller
+ * closes with H5Tclose, or H5I_INVALID_HID for a dtype without data. */
+hid_t ld_dump_h5_file_type(ld_dtype dtype);
+/* The same layout in the machine's byte order, for H5Dwrite/H5Dread buffers.
+ * Return value: new type id (H5Tclose). */
+hid_t ld_dump_h5_mem_type(ld_dtype dtype);
+
+/* True when the stored type `type` holds dtype values that can be read with
+ * ld_dump_h5_mem_type(dtype) without changing any value: same class, size,
+ * sign, float field layout and bias (either byte order). On false, `why`
+ * receives a short description of the stored type. */
+bool ld_dump_h5_type_matches(hid_t type, ld_dtype dtype, char *why, size_t why_size);
+
+/* Scalar attributes. Strings are written as variable-length UTF-8 (h5py
+ * reads them as str). Return LD_OK or LD_ERR_IO with a message naming the
+ * attribute; callers prefix the file and object. */
+ld_status ld_dump_attr_write_string(hid_t obj, const char *name, const char *value,
+                                    ld_error *err);
+ld_status ld_dump_attr_write_int64(hid_t obj, const char *name, int64_t value, ld_error *err);
+
+/* Reads a string attribute (variable- or fixed-length, scalar) of at most
+ * LD_DUMP_MAX_STRING bytes. A missing attribute gives *out = NULL and
+ * LD_OK when `required` is false, LD_ERR_INPUT otherwise. Return value in
+ * *out: new string, freed with free((char *)*out) (const because it usually
+ * lands in a const field of the public metadata structs). */
+ld_status ld_dump_attr_read_string(hid_t obj, const char *name, bool required,
+                                   const char **out, ld_error *err);
+/* Reads an integer attribute (any integer type, one element) as int64.
+ * *found is set when found is non-NULL; a missing attribute is an error
+ * only when found is NULL. */
+ld_status ld_dump_attr_read_int64(hid_t obj, const char *name, int64_t *out, bool *found,
+                                  ld_error *err);
+
+/* The counters attribute names, in ld_layer_counters field order. */
+extern const char *const ld_dump_counter_names[5];
+
+#endif
