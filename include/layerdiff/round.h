@@ -10,9 +10,17 @@
  *    mantissa bits, fp32's exponent range), RNE by default, also
  *    round-half-away-from-zero (what cuBLAS' "rna" conversion does) and
  *    truncation.
- * The scalar functions are portable C. The array functions dispatch at run time
- * to F16C / AVX-512 code when the CPU has it (ld_round_cpu_features()), and
- * give bit-identical results either way. */
+ * NaNs bit for bit (F16C's rules, which the portable code copies):
+ *    fp32 -> fp16: sign | 0x7E00 | fp32 mantissa bits 21..13
+ *    fp32 -> bf16: (bits >> 16) | 0x0040       (as AVX512-BF16's vcvtneps2bf16)
+ *    fp32 -> tf32: (bits | 0x00400000) & 0xFFFFE000
+ *    fp16 -> fp32: sign | 0x7FC00000 | mantissa << 13; bf16 -> fp32: bits << 16 | 0x00400000
+ * The scalar functions are portable C working on bit patterns: nothing depends
+ * on the floating-point environment (rounding mode, MXCSR FTZ/DAZ). The array
+ * functions dispatch at run time to AVX-512 or F16C + AVX2 code when the CPU
+ * has it (ld_round_cpu_features()), and give bit-identical results either way
+ * (tests/exhaustive_round.c checks all 2^32 inputs). docs/numerics.md,
+ * "Conversions and rounding", has the details. */
 #ifndef LAYERDIFF_ROUND_H
 #define LAYERDIFF_ROUND_H
 
@@ -41,9 +49,12 @@ typedef enum ld_precision {
 } ld_precision;
 
 typedef struct ld_round_options {
-    ld_rounding mode;      /* fp16/bf16 support only NEAREST_EVEN; tf32 all three */
+    ld_rounding mode;      /* tf32 only; fp16 and bf16 always round to nearest
+                              even (mode is ignored); unknown values mean RNE */
     bool flush_denormals;  /* results that would be subnormal in the target become +-0
-                              and subnormal inputs are treated as +-0 */
+                              and subnormal inputs are treated as +-0 (sign kept;
+                              "subnormal result" is judged after rounding, so a
+                              value that rounds up to the smallest normal stays) */
 } ld_round_options;
 
 /* Scalar conversions, portable C (RNE, subnormals kept). */
@@ -55,11 +66,14 @@ float ld_bf16_to_fp32(ld_bf16 b);
 float ld_fp32_to_tf32(float x, ld_rounding mode);
 
 /* Rounds x to precision p and returns it widened back to fp32, honouring
- * opts (NULL = RNE, subnormals kept). For fp32, only flush_denormals applies. */
+ * opts (NULL = RNE, subnormals kept). For fp32, only flush_denormals applies
+ * and everything else (NaN payloads included) is returned unchanged; so is x
+ * for a p outside the enum. */
 float ld_round_to_precision(float x, ld_precision p, const ld_round_options *opts);
 
-/* Array versions; src and dst may be the same buffer for the in-place ones.
- * Dispatched to vector code at run time. */
+/* Array versions, bit-identical to the scalar functions. Dispatched to vector
+ * code at run time; n may be anything (tails are handled). The conversions
+ * need separate src and dst buffers. */
 void ld_convert_fp32_to_fp16(const float *src, ld_fp16 *dst, size_t n);
 void ld_convert_fp16_to_fp32(const ld_fp16 *src, float *dst, size_t n);
 void ld_convert_fp32_to_bf16(const float *src, ld_bf16 *dst, size_t n);
@@ -81,9 +95,11 @@ double ld_precision_max(ld_precision p);
 double ld_precision_min_normal(ld_precision p);
 double ld_precision_ulp(ld_precision p, double x);
 
-/* CPU features the dispatcher found, as a static string for logs, e.g.
- * "f16c avx512f avx512fp16". LAYERDIFF_NO_SIMD=1 in the environment forces
- * the portable code (tests use it to compare both). */
+/* CPU features the dispatcher found and the code it picked, as a static
+ * string for logs, e.g. "f16c avx2 avx512f avx512bw avx512vl avx512bf16;
+ * using avx512". LAYERDIFF_NO_SIMD set to anything but "" or "0" when the
+ * first conversion runs forces the portable code ("...; using portable
+ * (LAYERDIFF_NO_SIMD)"); the environment is read once. */
 const char *ld_round_cpu_features(void);
 
 #ifdef __cplusplus
