@@ -8,6 +8,32 @@
 
 static const ld_kernel_family *const families[] = {
     &ld_kernel_family_basic,
+    &ld_kernel_family_conv,
+    &ld_kernel_family_conv_transpose,
+    &ld_kernel_family_gemm,
+    &ld_kernel_family_pool,
+    &ld_kernel_family_unpool,
+    &ld_kernel_family_resize,
+    &ld_kernel_family_quantize,
+    &ld_kernel_family_signal,
+    &ld_kernel_family_rnn,
+    &ld_kernel_family_detection,
+    &ld_kernel_family_shape,
+    &ld_kernel_family_layout,
+    &ld_kernel_family_region,
+    &ld_kernel_family_indexing,
+    &ld_kernel_family_scatter,
+    &ld_kernel_family_sort,
+    &ld_kernel_family_scan,
+    &ld_kernel_family_reduce,
+    &ld_kernel_family_softmax,
+    &ld_kernel_family_normalization,
+    &ld_kernel_family_math_misc,
+    &ld_kernel_family_unary,
+    &ld_kernel_family_binary,
+    &ld_kernel_family_activation,
+    &ld_kernel_family_logical,
+    &ld_kernel_family_cast,
 };
 
 static ld_kernel *merged;

@@ -11,7 +11,7 @@ packages=(
   libhdf5-dev hdf5-tools                  # dumps; h5dump in tests
   libjansson-dev                          # JSON reports
   libcmocka-dev                           # unit tests
-  libopenblas-dev libopenblas0-pthread    # BLAS (see docs/architecture.md)
+  libopenblas0-pthread                    # BLAS, dlopened at run time (docs/architecture.md)
   libonnx-testdata                        # conformance data
   python3 python3-onnx python3-numpy python3-h5py  # fixtures, h5py/onnx checks
   clang valgrind                          # fuzzing, memcheck

@@ -1,0 +1,66 @@
+/* layerdiff — the single GEMM entry point (private to backends/).
+ *
+ * Every matrix product in the kernels (Conv via im2col, ConvTranspose,
+ * Gemm, MatMul) goes through ld_sgemm / ld_dgemm. They call cblas_sgemm /
+ * cblas_dgemm of a BLAS that backends/blas.c loads with dlopen at first use,
+ * after choosing the CPU kernel the library should run (see blas.c and
+ * docs/architecture.md "BLAS" for the measurements behind the choice).
+ *
+ * Matrices are row-major. op(A) is M x K, op(B) is K x N, C is M x N:
+ *     C = alpha * op(A) * op(B) + beta * C
+ * where op(X) = X or X^T. As in BLAS, beta == 0 means C is not read (NaN in
+ * C does not propagate) and alpha == 0 means A and B are not read.
+ * Leading dimensions: lda >= max(1, trans_a ? M : K), ldb >= max(1, trans_b ?
+ * K : N), ldc >= max(1, N). Violating them is a bug in the caller and aborts. */
+#ifndef LAYERDIFF_BACKENDS_BLAS_H
+#define LAYERDIFF_BACKENDS_BLAS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "layerdiff/error.h"
+#include "layerdiff/numerics.h"
+
+/* Loads and configures the BLAS once per process (thread-safe, idempotent).
+ * Call it early while the process is single-threaded (kernel init does): it
+ * may set OPENBLAS_CORETYPE / BLIS_ARCH_TYPE for the moment of loading.
+ * Order: libopenblas.so.0, then libblis.so.4; LAYERDIFF_BLAS=openblas|blis
+ * forces one. Fails (LD_ERR_UNSUPPORTED, naming the libraries tried and why)
+ * when none loads; ld_sgemm then falls back to the naive loops below. */
+ld_status ld_blas_init(ld_error *err);
+
+/* One line for logs and benchmarks, e.g. "openblas 0.3.21 SkylakeX (chosen by
+ * layerdiff for this AVX-512 CPU), 2 threads". Borrowed, valid until the next
+ * call of ld_blas_describe from any thread. */
+const char *ld_blas_describe(void);
+
+/* OpenMP threads one product may use (global to the process). n < 1 means
+ * 1. The library itself always runs single-threaded: ld_sgemm splits large
+ * products into blocks over OpenMP threads (see blas.c). Cheap, so kernels
+ * call it with ctx->threads before each product. */
+void ld_blas_set_threads(int n);
+int ld_blas_threads(void);
+
+/* numerics: how the layer computes. NULL or plain fp32 → the BLAS. The
+ * accumulate-in-half path of the emulated engine will branch here. */
+void ld_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+              const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+              int64_t ldc, const ld_layer_numerics *numerics);
+void ld_dgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+              const double *A, int64_t lda, const double *B, int64_t ldb, double beta,
+              double *C, int64_t ldc, const ld_layer_numerics *numerics);
+
+/* Naive references (llm.c style triple loops, same contract): float data with
+ * a double accumulator rounded once at the end, and double data with a
+ * double accumulator. Tests compare every fast path against ld_dgemm_naive;
+ * ld_sgemm also falls back to ld_sgemm_naive when no BLAS could be loaded
+ * or a dimension exceeds the BLAS's 32-bit integers. Slow: never on the hot
+ * path otherwise. */
+void ld_sgemm_naive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                    float *C, int64_t ldc);
+void ld_dgemm_naive(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
+                    const double *A, int64_t lda, const double *B, int64_t ldb, double beta,
+                    double *C, int64_t ldc);
+
+#endif

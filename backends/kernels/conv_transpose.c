@@ -1,0 +1,290 @@
+/* layerdiff — ConvTranspose (opsets 1, 11): 1-D, 2-D and 3-D, groups,
+ * strides, dilations, pads, output_padding, output_shape and auto_pad.
+ *
+ * How. Per image and group, the columns W_g^T (M/g*k x C/g) times X_g (C/g x
+ * input positions) come from the one GEMM entry (backends/blas.h), in tiles
+ * of input rows kept in the shared scratch cache; col2im then adds each
+ * column entry to the output position it lands on (output = input * stride -
+ * pad_begin + kernel offset * dilation). col2im runs in parallel over output
+ * channels; every output element adds its contributions in the same order
+ * (kernel offset, then input position) whatever the thread count. float32
+ * computes in float32 (float16/bfloat16 widened by the executor), float64 in
+ * double.
+ *
+ * Padding with output_shape or auto_pad follows the ONNX spec: total =
+ * stride * (in - 1) + output_padding + (k - 1) * dilation + 1 - out;
+ * SAME_UPPER puts total/2 at the beginning, otherwise the beginning gets
+ * total - total/2. An output_shape larger than the full result (negative
+ * total) leaves zeros (plus bias) at the end, as ONNX Runtime does. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/blas.h"
+#include "backends/kernels/conv_common.h"
+#include "backends/kernels/kernels.h"
+
+#define CONVT_TILE_BYTES ((size_t)8 << 20)
+
+typedef struct convt_state {
+    ld_window_attrs attrs;
+} convt_state;
+
+typedef struct convt_problem {
+    const void *x, *w, *b;
+    void *y;
+    int64_t N, C, M, group;
+    ld_window_geom g; /* in: X spatial, out: Y spatial */
+    size_t es;
+} convt_problem;
+
+static const ld_tensor *kin(const ld_kernel_ctx *ctx, int i)
+{
+    return i < ctx->n_inputs ? ctx->inputs[i] : NULL;
+}
+
+static ld_status convt_init(ld_kernel_ctx *ctx)
+{
+    ld_status st = ld_blas_init(ctx->err);
+    if (st != LD_OK)
+        return ld_error_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
+    convt_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
+    st = ld_window_attrs_parse(ctx, &s->attrs);
+    if (st != LD_OK) {
+        free(s);
+        return st;
+    }
+    ld_scratch_retain();
+    ctx->state = s;
+    return LD_OK;
+}
+
+static void convt_fini(void *state)
+{
+    ld_scratch_release();
+    free(state);
+}
+
+/* Output size and padding of spatial dim i (see the file comment). */
+static ld_status convt_dim(ld_kernel_ctx *ctx, const ld_window_attrs *a, int i, int nd,
+                           ld_window_geom *g)
+{
+    int64_t in = g->in[i], k = g->k[i], s = g->s[i], d = g->d[i];
+    int64_t adj = a->n_output_padding ? a->output_padding[i] : 0;
+    const int64_t limit = (int64_t)1 << 40;
+    if (in > limit || k > limit || s > limit || d > limit || adj > limit)
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "spatial dim %d: sizes are too large", i);
+    if (adj >= s && adj >= d)
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "output_padding[%d] = %lld must be smaller than "
+                              "the stride (%lld) or the dilation (%lld)", i, (long long)adj,
+                              (long long)s, (long long)d);
+    int64_t full = s * (in - 1) + adj + (k - 1) * d + 1;
+    bool same = a->auto_pad == LD_AUTO_PAD_SAME_UPPER || a->auto_pad == LD_AUTO_PAD_SAME_LOWER;
+    if (a->n_output_shape || same) {
+        int64_t out = a->n_output_shape ? a->output_shape[a->n_output_shape - nd + i] : in * s;
+        int64_t total = full - out;
+        if (total < 0)
+            total = 0;
+        g->out[i] = out;
+        g->pb[i] = a->auto_pad == LD_AUTO_PAD_SAME_UPPER ? total / 2 : total - total / 2;
+        g->pe[i] = total - g->pb[i];
+    } else {
+        bool pads = a->auto_pad == LD_AUTO_PAD_NOTSET && a->n_pads;
+        g->pb[i] = pads ? a->pads[i] : 0;
+        g->pe[i] = pads ? a->pads[i + nd] : 0;
+        if (g->pb[i] > limit || g->pe[i] > limit)
+            return ld_kernel_fail(ctx, LD_ERR_INPUT, "pads of spatial dim %d are too large", i);
+        g->out[i] = full - g->pb[i] - g->pe[i];
+    }
+    if (g->out[i] < 1 && in > 0)
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "spatial dim %d: the output size would be %lld",
+                              i, (long long)g->out[i]);
+    return LD_OK;
+}
+
+static ld_status convt_geometry(ld_kernel_ctx *ctx, convt_problem *p)
+{
+    const ld_window_attrs *a = &((const convt_state *)ctx->state)->attrs;
+    const ld_tensor *x = kin(ctx, 0), *w = kin(ctx, 1), *b = kin(ctx, 2);
+    char xs[64], ws[64];
+    if (!x || !w)
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "needs inputs X and W");
+    ld_shape_format(&x->shape, xs, sizeof xs);
+    ld_shape_format(&w->shape, ws, sizeof ws);
+    if (x->dtype != LD_DTYPE_FLOAT32 && x->dtype != LD_DTYPE_FLOAT64)
+        return ld_kernel_fail(ctx, LD_ERR_UNSUPPORTED, "dtype %s is not supported",
+                              ld_dtype_name(x->dtype));
+    if (w->dtype != x->dtype || (b && b->dtype != x->dtype))
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "X, W and B must have the same dtype");
+    if (x->shape.rank < 3 || w->shape.rank != x->shape.rank)
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "input X (%s) and weights W (%s) must both be "
+                              "[N, C, spatial...] of the same rank", xs, ws);
+    int nd = x->shape.rank - 2;
+    if (nd > LD_WINDOW_MAX_DIMS)
+        return ld_kernel_fail(ctx, LD_ERR_UNSUPPORTED, "%d spatial dimensions are not supported",
+                              nd);
+    p->N = x->shape.dims[0];
+    p->C = x->shape.dims[1];
+    p->group = a->group;
+    p->M = w->shape.dims[1] * a->group;
+    if (w->shape.dims[0] != p->C || p->C % a->group != 0)
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "input X has %lld channels but weights W are %s "
+                              "(group %lld)", (long long)p->C, ws, (long long)a->group);
+    if (b && (b->shape.rank != 1 || b->shape.dims[0] != p->M))
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "bias B must have shape [%lld]", (long long)p->M);
+    ld_status st = ld_window_check_len(ctx, "kernel_shape", a->n_kernel, (size_t)nd);
+    if (st == LD_OK)
+        st = ld_window_check_len(ctx, "strides", a->n_strides, (size_t)nd);
+    if (st == LD_OK)
+        st = ld_window_check_len(ctx, "dilations", a->n_dilations, (size_t)nd);
+    if (st == LD_OK)
+        st = ld_window_check_len(ctx, "pads", a->n_pads, 2 * (size_t)nd);
+    if (st == LD_OK)
+        st = ld_window_check_len(ctx, "output_padding", a->n_output_padding, (size_t)nd);
+    if (st == LD_OK && a->n_output_shape && a->n_output_shape != (size_t)nd &&
+        a->n_output_shape != (size_t)nd + 2)
+        st = ld_kernel_fail(ctx, LD_ERR_INPUT, "output_shape has %zu entries; expected %d",
+                            a->n_output_shape, nd);
+    if (st != LD_OK)
+        return st;
+    memset(&p->g, 0, sizeof p->g);
+    p->g.nd = nd;
+    for (int i = 0; i < nd && st == LD_OK; i++) {
+        if (a->n_kernel && a->kernel[i] != w->shape.dims[2 + i])
+            return ld_kernel_fail(ctx, LD_ERR_INPUT, "kernel_shape[%d] = %lld but weights W are %s",
+                                  i, (long long)a->kernel[i], ws);
+        p->g.in[i] = x->shape.dims[2 + i];
+        p->g.k[i] = w->shape.dims[2 + i];
+        p->g.s[i] = a->n_strides ? a->strides[i] : 1;
+        p->g.d[i] = a->n_dilations ? a->dilations[i] : 1;
+        st = convt_dim(ctx, a, i, nd, &p->g);
+    }
+    if (st != LD_OK)
+        return st;
+    ld_window_geom_finish(&p->g);
+    p->x = x->data;
+    p->w = w->data;
+    p->b = b ? b->data : NULL;
+    p->es = ld_dtype_size(x->dtype);
+    return LD_OK;
+}
+
+static ld_status convt_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
+{
+    convt_problem p;
+    ld_status st = convt_geometry(ctx, &p);
+    if (st != LD_OK)
+        return st;
+    outs[0].dtype = ctx->inputs[0]->dtype;
+    outs[0].shape.rank = p.g.nd + 2;
+    outs[0].shape.dims[0] = p.N;
+    outs[0].shape.dims[1] = p.M;
+    for (int i = 0; i < p.g.nd; i++)
+        outs[0].shape.dims[2 + i] = p.g.out[LD_WINDOW_MAX_DIMS - p.g.nd + i];
+    return LD_OK;
+}
+
+/* Adds columns of input rows [r0, r1) (flattened (D, H) input rows) into the
+ * Mg output planes at y. col: Mg * k_size rows of (r1 - r0) * in[2]. */
+#define DEFINE_COL2IM(T, NAME)                                                                 \
+    static void NAME(const T *col, const ld_window_geom *g, int64_t Mg, int64_t r0, int64_t r1, \
+                     T *y, int threads)                                                        \
+    {                                                                                          \
+        int64_t in2 = g->in[2], ncols = (r1 - r0) * in2;                                       \
+        _Pragma("omp parallel for num_threads(threads) if (Mg * g->k_size * ncols > (1 << 16)) schedule(static)") \
+        for (int64_t m = 0; m < Mg; m++) {                                                     \
+            T *yp = y + m * g->out_size;                                                       \
+            for (int64_t kidx = 0; kidx < g->k_size; kidx++) {                                 \
+                int64_t kw = kidx % g->k[2], kh = (kidx / g->k[2]) % g->k[1];                  \
+                int64_t kd = kidx / (g->k[2] * g->k[1]), lo, hi;                               \
+                ld_window_valid_range(g->out[2], in2, g->s[2], g->pb[2], kw * g->d[2], &lo,    \
+                                      &hi);                                                    \
+                const T *cr = col + (m * g->k_size + kidx) * ncols;                            \
+                for (int64_t row = r0; row < r1; row++) {                                      \
+                    int64_t id = row / g->in[1], ih = row % g->in[1];                          \
+                    int64_t od = id * g->s[0] - g->pb[0] + kd * g->d[0];                       \
+                    int64_t oh = ih * g->s[1] - g->pb[1] + kh * g->d[1];                       \
+                    if (od < 0 || od >= g->out[0] || oh < 0 || oh >= g->out[1])                \
+                        continue;                                                              \
+                    int64_t base = (od * g->out[1] + oh) * g->out[2] - g->pb[2] + kw * g->d[2]; \
+                    const T *c = cr + (row - r0) * in2;                                        \
+                    for (int64_t iw = lo; iw < hi; iw++)                                       \
+                        yp[base + iw * g->s[2]] += c[iw];                                      \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+DEFINE_COL2IM(float, col2im_f32)
+DEFINE_COL2IM(double, col2im_f64)
+
+static void fill_planes(void *y, const void *bias, int64_t planes, int64_t n, size_t es)
+{
+    for (int64_t r = 0; r < planes; r++) {
+        if (es == 4) {
+            float v = bias ? ((const float *)bias)[r] : 0.0f, *o = (float *)y + r * n;
+            for (int64_t i = 0; i < n; i++)
+                o[i] = v;
+        } else {
+            double v = bias ? ((const double *)bias)[r] : 0.0, *o = (double *)y + r * n;
+            for (int64_t i = 0; i < n; i++)
+                o[i] = v;
+        }
+    }
+}
+
+static ld_status convt_compute(ld_kernel_ctx *ctx)
+{
+    convt_problem p;
+    ld_status st = convt_geometry(ctx, &p);
+    if (st != LD_OK)
+        return st;
+    p.y = ctx->outputs[0]->data;
+    const ld_window_geom *g = &p.g;
+    int64_t Cg = p.C / p.group, Mg = p.M / p.group, rows_k = Mg * g->k_size;
+    for (int64_t n = 0; n < p.N; n++)
+        fill_planes((char *)p.y + (size_t)(n * p.M * g->out_size) * p.es, p.b, p.M, g->out_size,
+                    p.es);
+    int64_t rows = g->in[0] * g->in[1], row_len = g->in[2];
+    if (p.N == 0 || rows_k == 0 || rows * row_len == 0 || g->out_size == 0)
+        return LD_OK;
+    size_t row_bytes = (size_t)rows_k * (size_t)row_len * p.es;
+    int64_t tile = (int64_t)(CONVT_TILE_BYTES / row_bytes);
+    tile = tile < 1 ? 1 : tile > rows ? rows : tile;
+    void *col = ld_scratch_get(row_bytes * (size_t)tile);
+    if (!col)
+        return ld_kernel_fail(ctx, LD_ERR_NOMEM, "cannot allocate %zu bytes of scratch",
+                              row_bytes * (size_t)tile);
+    ld_blas_set_threads(ctx->threads);
+    for (int64_t n = 0; n < p.N; n++)
+        for (int64_t gr = 0; gr < p.group; gr++) {
+            const char *x = (const char *)p.x + (size_t)((n * p.C + gr * Cg) * g->in_size) * p.es;
+            const char *w = (const char *)p.w + (size_t)(gr * Cg * rows_k) * p.es;
+            char *y = (char *)p.y + (size_t)((n * p.M + gr * Mg) * g->out_size) * p.es;
+            for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+                int64_t r1 = r0 + tile < rows ? r0 + tile : rows, cols = (r1 - r0) * row_len;
+                const char *xt = x + (size_t)(r0 * row_len) * p.es;
+                if (p.es == 4) {
+                    ld_sgemm(true, false, rows_k, cols, Cg, 1.0f, (const float *)w, rows_k,
+                             (const float *)xt, g->in_size, 0.0f, col, cols, ctx->numerics);
+                    col2im_f32(col, g, Mg, r0, r1, (float *)y, ctx->threads);
+                } else {
+                    ld_dgemm(true, false, rows_k, cols, Cg, 1.0, (const double *)w, rows_k,
+                             (const double *)xt, g->in_size, 0.0, col, cols, ctx->numerics);
+                    col2im_f64(col, g, Mg, r0, r1, (double *)y, ctx->threads);
+                }
+            }
+        }
+    ld_scratch_put(col);
+    return LD_OK;
+}
+
+static const ld_kernel conv_transpose_kernels[] = {
+    {"", "ConvTranspose", 1, LD_KERNEL_WIDEN_HALF, convt_init, convt_infer, convt_compute,
+     convt_fini},
+    {"", "ConvTranspose", 11, LD_KERNEL_WIDEN_HALF, convt_init, convt_infer, convt_compute,
+     convt_fini},
+};
+
+LD_KERNEL_FAMILY(conv_transpose);

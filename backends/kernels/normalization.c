@@ -1,0 +1,633 @@
+/* layerdiff — normalizations: BatchNormalization (1, 6, 7, 9, 14, 15),
+ * InstanceNormalization (1, 6), LayerNormalization (17), LRN (1, 13),
+ * LpNormalization (1) and MeanVarianceNormalization (9, 13).
+ *
+ * Numerics: these ops are the ground truth for fp16 error analysis, so
+ * statistics (means, variances, norms, window sums) are computed in double
+ * with two passes (mean first, then the squared deviations: no
+ * E[x^2] - E[x]^2 cancellation), and every output element is computed in
+ * double from its float input and rounded once: y = (x - mean) * a + b with
+ * a = scale / sqrt(var + epsilon) per channel. float64 works in double. */
+#include <math.h>
+
+#include "backends/kernels/kernel_util.h"
+#include "backends/kernels/kernels.h"
+#include "backends/kernels/reduce_util.h"
+
+#define NORM_PARALLEL_WORK ((int64_t)1 << 15)
+
+/* Contiguous-row primitives for one element type. */
+#define NORM_DEFINE(SUF, T)                                                                \
+    static void stats_##SUF(const T *x, int64_t n, double *mean, double *var)              \
+    {                                                                                      \
+        double s = 0, q = 0;                                                               \
+        for (int64_t i = 0; i < n; i++)                                                    \
+            s += x[i];                                                                     \
+        double m = n ? s / (double)n : 0.0;                                                \
+        for (int64_t i = 0; i < n; i++)                                                    \
+            q += ((double)x[i] - m) * ((double)x[i] - m);                                  \
+        *mean = m;                                                                         \
+        *var = n ? q / (double)n : 0.0;                                                    \
+    }                                                                                      \
+    /* y = (x - mean) * a + b */                                                           \
+    static void affine_##SUF(const T *x, T *y, int64_t n, double mean, double a, double b) \
+    {                                                                                      \
+        for (int64_t i = 0; i < n; i++)                                                    \
+            y[i] = (T)(((double)x[i] - mean) * a + b);                                     \
+    }                                                                                      \
+    /* y = (x - mean) * inv * scale[i] + bias[i] */                                        \
+    static void affine_vec_##SUF(const T *x, T *y, int64_t n, double mean, double inv,     \
+                                 const double *scale, const double *bias)                  \
+    {                                                                                      \
+        for (int64_t i = 0; i < n; i++)                                                    \
+            y[i] = (T)(((double)x[i] - mean) * inv * scale[i] + bias[i]);                  \
+    }
+
+NORM_DEFINE(f32, float)
+NORM_DEFINE(f64, double)
+
+static bool is_f64(const ld_tensor *t)
+{
+    return t->dtype == LD_DTYPE_FLOAT64;
+}
+
+static void row_stats(const ld_tensor *x, int64_t off, int64_t n, double *mean, double *var)
+{
+    if (is_f64(x))
+        stats_f64((const double *)x->data + off, n, mean, var);
+    else
+        stats_f32((const float *)x->data + off, n, mean, var);
+}
+
+static void row_affine(const ld_tensor *x, ld_tensor *y, int64_t off, int64_t n, double mean,
+                       double a, double b)
+{
+    if (is_f64(x))
+        affine_f64((const double *)x->data + off, (double *)y->data + off, n, mean, a, b);
+    else
+        affine_f32((const float *)x->data + off, (float *)y->data + off, n, mean, a, b);
+}
+
+static double at(const ld_tensor *t, int64_t i)
+{
+    return is_f64(t) ? ((const double *)t->data)[i] : ((const float *)t->data)[i];
+}
+
+static void put(ld_tensor *t, int64_t i, double v)
+{
+    if (is_f64(t))
+        ((double *)t->data)[i] = v;
+    else
+        ((float *)t->data)[i] = (float)v;
+}
+
+static ld_status require_float(ld_kernel_ctx *ctx, const ld_tensor *t, const char *what)
+{
+    if (t->dtype == LD_DTYPE_FLOAT32 || t->dtype == LD_DTYPE_FLOAT64)
+        return LD_OK;
+    return ld_kernel_fail(ctx, LD_ERR_UNSUPPORTED, "%s: dtype %s is not supported", what,
+                          ld_dtype_name(t->dtype));
+}
+
+/* Requires inputs [0, n_required) and checks that every present input is float. */
+static ld_status require_float_inputs(ld_kernel_ctx *ctx, int n_required)
+{
+    static const char *const names[] = {"input 0", "input 1", "input 2", "input 3", "input 4"};
+    for (int i = 0; i < ctx->n_inputs && i < 5; i++) {
+        ld_status st = i < n_required ? ld_krequire(ctx, i) : LD_OK;
+        if (st == LD_OK && ctx->inputs[i])
+            st = require_float(ctx, ctx->inputs[i], names[i]);
+        if (st != LD_OK)
+            return st;
+    }
+    return n_required > ctx->n_inputs ? ld_krequire(ctx, n_required - 1) : LD_OK;
+}
+
+static ld_status check_count(ld_kernel_ctx *ctx, int i, const char *name, int64_t want)
+{
+    const ld_tensor *t = ctx->inputs[i];
+    if (t->count == want)
+        return LD_OK;
+    char buf[128];
+    return ld_kernel_fail(ctx, LD_ERR_INPUT, "%s has shape %s; expected %lld elements", name,
+                          ld_shape_format(&t->shape, buf, sizeof buf), (long long)want);
+}
+
+static void norm_fini(void *state)
+{
+    free(state);
+}
+
+/* --- BatchNormalization ----------------------------------------------------------------- */
+
+typedef struct bn_state {
+    float epsilon, momentum;
+    bool training;      /* 14+: training_mode = 1 */
+} bn_state;
+
+static ld_status bn_init(ld_kernel_ctx *ctx)
+{
+    bn_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
+    ctx->state = s;
+    int64_t training = 0;
+    ld_status st = ld_node_attr_float(ctx->node, "epsilon", 1e-5f, &s->epsilon, ctx->err);
+    if (st == LD_OK)
+        st = ld_node_attr_float(ctx->node, "momentum", 0.9f, &s->momentum, ctx->err);
+    if (st == LD_OK && ctx->node->opset >= 14)
+        st = ld_node_attr_int(ctx->node, "training_mode", 0, &training, ctx->err);
+    if (st != LD_OK)
+        return st;
+    s->training = training != 0;
+    bool extra_outputs = false;
+    for (int i = 1; i < ctx->node->n_outputs; i++)
+        extra_outputs |= ctx->node->outputs[i] >= 0;
+    if (ctx->node->opset < 14 && extra_outputs)
+        return ld_kernel_fail(ctx, LD_ERR_UNSUPPORTED, "training mode (mean, var, saved_mean, "
+                              "saved_var outputs) is not supported before opset 14");
+    if (!s->training && extra_outputs)
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "running_mean/running_var outputs require "
+                              "training_mode = 1");
+    return LD_OK;
+}
+
+/* Channels C and elements per (n, c) S of X (N, C, D1..Dn); rank 1 is (N). */
+static void bn_layout(const ld_tensor *x, int64_t *N, int64_t *C, int64_t *S)
+{
+    *N = x->shape.rank ? x->shape.dims[0] : 1;
+    *C = x->shape.rank >= 2 ? x->shape.dims[1] : 1;
+    *S = 1;
+    for (int d = 2; d < x->shape.rank; d++)
+        *S *= x->shape.dims[d];
+}
+
+static ld_status bn_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
+{
+    ld_status st = require_float_inputs(ctx, 5);
+    if (st != LD_OK)
+        return st;
+    int64_t N, C, S;
+    const ld_tensor *x = ctx->inputs[0];
+    bn_layout(x, &N, &C, &S);
+    /* Parameters are per channel (C), or per activation (C x D1..Dn) for the
+     * old spatial = 0 mode (opsets < 9). */
+    int64_t want = ctx->inputs[1]->count == C * S && ctx->node->opset < 9 ? C * S : C;
+    static const char *const names[] = {"", "scale", "B", "mean", "var"};
+    for (int i = 1; i < 5 && st == LD_OK; i++)
+        st = check_count(ctx, i, names[i], want);
+    if (st != LD_OK)
+        return st;
+    outs[0].dtype = x->dtype;
+    outs[0].shape = x->shape;
+    for (int i = 1; i < 3 && i < ctx->n_outputs; i++) {
+        outs[i].dtype = ctx->inputs[2 + i]->dtype;
+        outs[i].shape = ctx->inputs[2 + i]->shape;
+    }
+    return LD_OK;
+}
+
+/* Per-channel mean and population variance over N and the spatial dims. */
+static void bn_batch_stats(const ld_tensor *x, int64_t N, int64_t C, int64_t S, double *mean,
+                           double *var)
+{
+    for (int64_t c = 0; c < C; c++) {
+        double s = 0, q = 0;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = 0; i < S; i++)
+                s += at(x, (n * C + c) * S + i);
+        double m = N * S > 0 ? s / (double)(N * S) : 0.0;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t i = 0; i < S; i++) {
+                double d = at(x, (n * C + c) * S + i) - m;
+                q += d * d;
+            }
+        mean[c] = m;
+        var[c] = N * S > 0 ? q / (double)(N * S) : 0.0;
+    }
+}
+
+static ld_status bn_compute(ld_kernel_ctx *ctx)
+{
+    const bn_state *s = ctx->state;
+    const ld_tensor *x = ctx->inputs[0], *scale = ctx->inputs[1], *bias = ctx->inputs[2];
+    const ld_tensor *in_mean = ctx->inputs[3], *in_var = ctx->inputs[4];
+    int64_t N, C, S;
+    bn_layout(x, &N, &C, &S);
+    int64_t P = scale->count; /* C, or C * S per activation */
+    double *mean = malloc((size_t)(P ? P : 1) * 2 * sizeof *mean);
+    if (!mean)
+        return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
+    double *var = mean + P;
+    if (s->training) {
+        bn_batch_stats(x, N, C, S, mean, var);
+        for (int out = 1; out <= 2; out++) {
+            ld_tensor *r = ld_kout(ctx, out);
+            const ld_tensor *prev = out == 1 ? in_mean : in_var;
+            for (int64_t c = 0; r && c < C; c++)
+                put(r, c, at(prev, c) * s->momentum +
+                              (out == 1 ? mean : var)[c] * (1.0 - (double)s->momentum));
+        }
+    } else {
+        for (int64_t p = 0; p < P; p++) {
+            mean[p] = at(in_mean, p);
+            var[p] = at(in_var, p);
+        }
+    }
+    /* (n, c) blocks of S elements; per-activation parameters index c * S + i. */
+    ld_tensor *y = ctx->outputs[0];
+    bool per_channel = P == C;
+    int nt = x->count >= NORM_PARALLEL_WORK ? ctx->threads : 1;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t nc = 0; nc < N * C; nc++) {
+        int64_t c = nc % C;
+        int64_t len = per_channel ? S : 1, steps = per_channel ? 1 : S;
+        for (int64_t k = 0; k < steps; k++) {
+            int64_t p = per_channel ? c : c * S + k;
+            double a = at(scale, p) / sqrt(var[p] + (double)s->epsilon);
+            row_affine(x, y, nc * S + k, len, mean[p], a, at(bias, p));
+        }
+    }
+    free(mean);
+    return LD_OK;
+}
+
+/* --- InstanceNormalization ---------------------------------------------------------------- */
+
+static ld_status in_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
+{
+    ld_status st = require_float_inputs(ctx, 3);
+    if (st != LD_OK)
+        return st;
+    const ld_tensor *x = ctx->inputs[0];
+    if (x->shape.rank < 2)
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "input must be (N, C, D1, ...), got rank %d",
+                              x->shape.rank);
+    st = check_count(ctx, 1, "scale", x->shape.dims[1]);
+    if (st == LD_OK)
+        st = check_count(ctx, 2, "B", x->shape.dims[1]);
+    outs[0].dtype = x->dtype;
+    outs[0].shape = x->shape;
+    return st;
+}
+
+static ld_status in_compute(ld_kernel_ctx *ctx)
+{
+    const ld_tensor *x = ctx->inputs[0], *scale = ctx->inputs[1], *bias = ctx->inputs[2];
+    ld_tensor *y = ctx->outputs[0];
+    float epsilon;
+    ld_status st = ld_node_attr_float(ctx->node, "epsilon", 1e-5f, &epsilon, ctx->err);
+    if (st != LD_OK)
+        return st;
+    int64_t N, C, S;
+    bn_layout(x, &N, &C, &S);
+    int nt = x->count >= NORM_PARALLEL_WORK ? ctx->threads : 1;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t nc = 0; nc < N * C; nc++) {
+        int64_t c = nc % C;
+        double mean, var;
+        row_stats(x, nc * S, S, &mean, &var);
+        double a = at(scale, c) / sqrt(var + (double)epsilon);
+        row_affine(x, y, nc * S, S, mean, a, at(bias, c));
+    }
+    return LD_OK;
+}
+
+/* --- LayerNormalization ------------------------------------------------------------------- */
+
+/* Expands a parameter (Scale or B) that broadcasts unidirectionally to the
+ * normalized shape dims[axis:] into a dense double vector of `inner`. */
+static ld_status ln_expand(ld_kernel_ctx *ctx, const ld_tensor *t, const char *name,
+                           const ld_shape *norm, int64_t inner, double *out)
+{
+    const ld_shape *ps = &t->shape;
+    bool ok = ps->rank <= norm->rank;
+    for (int d = 0; ok && d < ps->rank; d++) {
+        int64_t pd = ps->dims[d], nd = norm->dims[norm->rank - ps->rank + d];
+        ok = pd == nd || pd == 1;
+    }
+    if (!ok) {
+        char a[128], b[128];
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "%s of shape %s does not broadcast to the "
+                              "normalized shape %s", name, ld_shape_format(ps, a, sizeof a),
+                              ld_shape_format(norm, b, sizeof b));
+    }
+    for (int64_t i = 0; i < inner; i++) {
+        int64_t rest = i, src = 0, stride = 1;
+        for (int d = norm->rank - 1, pd = ps->rank - 1; pd >= 0; d--, pd--) {
+            int64_t idx = rest % norm->dims[d];
+            rest /= norm->dims[d];
+            if (ps->dims[pd] != 1)
+                src += idx * stride;
+            stride *= ps->dims[pd];
+        }
+        out[i] = at(t, src);
+    }
+    return LD_OK;
+}
+
+static ld_status ln_layout(ld_kernel_ctx *ctx, int *axis, int64_t *outer, int64_t *inner)
+{
+    const ld_tensor *x = ctx->inputs[0];
+    int64_t a, stash;
+    ld_status st = ld_node_attr_int(ctx->node, "axis", -1, &a, ctx->err);
+    if (st == LD_OK)
+        st = ld_node_attr_int(ctx->node, "stash_type", 1, &stash, ctx->err);
+    if (st == LD_OK && stash != 1)
+        st = ld_kernel_fail(ctx, LD_ERR_UNSUPPORTED, "stash_type %lld is not supported (only "
+                            "1, float)", (long long)stash);
+    if (st == LD_OK)
+        st = ld_normalize_axis(ctx, a, x->shape.rank, axis);
+    if (st != LD_OK)
+        return st;
+    *outer = *inner = 1;
+    for (int d = 0; d < x->shape.rank; d++)
+        *(d < *axis ? outer : inner) *= x->shape.dims[d];
+    return LD_OK;
+}
+
+static ld_status ln_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
+{
+    ld_status st = require_float_inputs(ctx, 2);
+    if (st != LD_OK)
+        return st;
+    const ld_tensor *x = ctx->inputs[0];
+    if (x->shape.rank == 0)
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "input must have rank >= 1");
+    int axis = 0;
+    int64_t outer, inner;
+    st = ln_layout(ctx, &axis, &outer, &inner);
+    if (st != LD_OK)
+        return st;
+    outs[0].dtype = x->dtype;
+    outs[0].shape = x->shape;
+    for (int i = 1; i < 3 && i < ctx->n_outputs; i++) {
+        outs[i].dtype = LD_DTYPE_FLOAT32; /* stash_type */
+        outs[i].shape = x->shape;
+        for (int d = axis; d < x->shape.rank; d++)
+            outs[i].shape.dims[d] = 1;
+    }
+    return LD_OK;
+}
+
+static ld_status ln_compute(ld_kernel_ctx *ctx)
+{
+    const ld_tensor *x = ctx->inputs[0], *bias = ld_kin(ctx, 2);
+    ld_tensor *y = ctx->outputs[0], *mean_out = ld_kout(ctx, 1), *inv_out = ld_kout(ctx, 2);
+    int axis = 0;
+    int64_t outer, inner;
+    float epsilon;
+    ld_status st = ln_layout(ctx, &axis, &outer, &inner);
+    if (st == LD_OK)
+        st = ld_node_attr_float(ctx->node, "epsilon", 1e-5f, &epsilon, ctx->err);
+    if (st != LD_OK)
+        return st;
+    double *scale = calloc((size_t)(inner ? inner : 1) * 2, sizeof *scale);
+    if (!scale)
+        return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
+    double *b = scale + inner;
+    ld_shape norm = {.rank = x->shape.rank - axis};
+    memcpy(norm.dims, x->shape.dims + axis, (size_t)norm.rank * sizeof norm.dims[0]);
+    st = ln_expand(ctx, ctx->inputs[1], "Scale", &norm, inner, scale);
+    if (st == LD_OK && bias)
+        st = ln_expand(ctx, bias, "B", &norm, inner, b);
+    if (st != LD_OK)
+        goto out;
+    int nt = x->count >= NORM_PARALLEL_WORK ? ctx->threads : 1;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t o = 0; o < outer; o++) {
+        double mean, var;
+        row_stats(x, o * inner, inner, &mean, &var);
+        double inv = 1.0 / sqrt(var + (double)epsilon);
+        if (is_f64(x))
+            affine_vec_f64((const double *)x->data + o * inner, (double *)y->data + o * inner,
+                           inner, mean, inv, scale, b);
+        else
+            affine_vec_f32((const float *)x->data + o * inner, (float *)y->data + o * inner,
+                           inner, mean, inv, scale, b);
+        if (mean_out)
+            ((float *)mean_out->data)[o] = (float)mean;
+        if (inv_out)
+            ((float *)inv_out->data)[o] = (float)inv;
+    }
+out:
+    free(scale);
+    return st;
+}
+
+/* --- LRN ----------------------------------------------------------------------------------- */
+
+static ld_status lrn_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
+{
+    ld_status st = require_float_inputs(ctx, 1);
+    if (st != LD_OK)
+        return st;
+    int64_t size;
+    st = ld_node_attr_int(ctx->node, "size", 0, &size, ctx->err);
+    if (st != LD_OK)
+        return st;
+    if (size <= 0)
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "attribute 'size' must be given and positive");
+    if (ctx->inputs[0]->shape.rank < 2)
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "input must be (N, C, D1, ...), got rank %d",
+                              ctx->inputs[0]->shape.rank);
+    return ld_infer_like_input0(ctx, outs);
+}
+
+/* y[n, c, s] = x / (bias + alpha / size * sum_{i in window(c)} x[n, i, s]^2)^beta */
+static ld_status lrn_compute(ld_kernel_ctx *ctx)
+{
+    const ld_tensor *x = ctx->inputs[0];
+    ld_tensor *y = ctx->outputs[0];
+    int64_t size;
+    float alpha, beta, bias;
+    ld_status st = ld_node_attr_int(ctx->node, "size", 0, &size, ctx->err);
+    if (st == LD_OK)
+        st = ld_node_attr_float(ctx->node, "alpha", 1e-4f, &alpha, ctx->err);
+    if (st == LD_OK)
+        st = ld_node_attr_float(ctx->node, "beta", 0.75f, &beta, ctx->err);
+    if (st == LD_OK)
+        st = ld_node_attr_float(ctx->node, "bias", 1.0f, &bias, ctx->err);
+    if (st != LD_OK)
+        return st;
+    int64_t N, C, S;
+    bn_layout(x, &N, &C, &S);
+    double *sq = malloc((size_t)(S ? S : 1) * sizeof *sq);
+    if (!sq)
+        return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
+    int64_t before = (size - 1) / 2, after = size / 2; /* floor and ceil of (size-1)/2 */
+    double k = (double)alpha / (double)size;
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t c = 0; c < C; c++) {
+            int64_t lo = c - before < 0 ? 0 : c - before;
+            int64_t hi = c + after > C - 1 ? C - 1 : c + after;
+            memset(sq, 0, (size_t)S * sizeof *sq);
+            for (int64_t i = lo; i <= hi; i++)
+                for (int64_t s = 0; s < S; s++) {
+                    double v = at(x, (n * C + i) * S + s);
+                    sq[s] += v * v;
+                }
+            for (int64_t s = 0; s < S; s++) {
+                int64_t e = (n * C + c) * S + s;
+                put(y, e, at(x, e) / pow((double)bias + k * sq[s], (double)beta));
+            }
+        }
+    }
+    free(sq);
+    return LD_OK;
+}
+
+/* --- LpNormalization ----------------------------------------------------------------------- */
+
+static ld_status lp_params(ld_kernel_ctx *ctx, int64_t *p, int64_t *outer, int64_t *n,
+                           int64_t *inner)
+{
+    const ld_shape *sh = &ctx->inputs[0]->shape;
+    int64_t a;
+    int axis = 0;
+    ld_status st = ld_node_attr_int(ctx->node, "p", 2, p, ctx->err);
+    if (st == LD_OK)
+        st = ld_node_attr_int(ctx->node, "axis", -1, &a, ctx->err);
+    if (st != LD_OK)
+        return st;
+    if (*p != 1 && *p != 2)
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "p must be 1 or 2, got %lld", (long long)*p);
+    if (sh->rank == 0)
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "input must have rank >= 1");
+    st = ld_normalize_axis(ctx, a, sh->rank, &axis);
+    if (st != LD_OK)
+        return st;
+    *outer = *n = *inner = 1;
+    for (int d = 0; d < sh->rank; d++)
+        *(d < axis ? outer : d == axis ? n : inner) *= sh->dims[d];
+    return LD_OK;
+}
+
+static ld_status lp_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
+{
+    ld_status st = require_float_inputs(ctx, 1);
+    int64_t p, outer, n, inner;
+    if (st == LD_OK)
+        st = lp_params(ctx, &p, &outer, &n, &inner);
+    return st != LD_OK ? st : ld_infer_like_input0(ctx, outs);
+}
+
+/* y = x / ||x||_p along the axis; an all-zero vector stays zero. */
+static ld_status lp_compute(ld_kernel_ctx *ctx)
+{
+    const ld_tensor *x = ctx->inputs[0];
+    ld_tensor *y = ctx->outputs[0];
+    int64_t p, outer, n, inner;
+    ld_status st = lp_params(ctx, &p, &outer, &n, &inner);
+    if (st != LD_OK)
+        return st;
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t i = 0; i < inner; i++) {
+            int64_t base = o * n * inner + i;
+            double norm = 0;
+            for (int64_t k = 0; k < n; k++) {
+                double v = at(x, base + k * inner);
+                norm += p == 1 ? fabs(v) : v * v;
+            }
+            if (p == 2)
+                norm = sqrt(norm);
+            for (int64_t k = 0; k < n; k++)
+                put(y, base + k * inner, norm == 0 ? 0.0 : at(x, base + k * inner) / norm);
+        }
+    }
+    return LD_OK;
+}
+
+/* --- MeanVarianceNormalization ------------------------------------------------------------- */
+
+/* y = (x - mean) / (sqrt(var) + 1e-9) over `axes` (default 0, 2, 3), as the
+ * ONNX function body (with the variance from two passes). */
+static ld_status mvn_plan(ld_kernel_ctx *ctx, ld_reduce_plan *plan)
+{
+    static const int64_t default_axes[] = {0, 2, 3};
+    const ld_shape *sh = &ctx->inputs[0]->shape;
+    const int64_t *axes;
+    size_t n;
+    ld_status st = ld_node_attr_ints(ctx->node, "axes", &axes, &n, ctx->err);
+    if (st != LD_OK)
+        return st;
+    if (!ld_node_attr(ctx->node, "axes")) {
+        axes = default_axes;
+        n = 3;
+    }
+    bool reduced[LD_MAX_RANK] = {false};
+    for (size_t i = 0; i < n; i++) {
+        int a = 0;
+        st = ld_normalize_axis(ctx, axes[i], sh->rank, &a);
+        if (st != LD_OK)
+            return st;
+        reduced[a] = true;
+    }
+    ld_reduce_plan_init(plan, sh, reduced);
+    return LD_OK;
+}
+
+static ld_status mvn_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
+{
+    ld_reduce_plan plan;
+    ld_status st = require_float_inputs(ctx, 1);
+    if (st == LD_OK)
+        st = mvn_plan(ctx, &plan);
+    return st != LD_OK ? st : ld_infer_like_input0(ctx, outs);
+}
+
+/* pass 0: sums -> means; pass 1: squared deviations -> scale; pass 2: output. */
+static void mvn_pass(int pass, const ld_reduce_plan *plan, const ld_tensor *x, ld_tensor *y,
+                     double *mean, double *scale)
+{
+    ld_reduce_rows it;
+    ld_reduce_rows_init(&it, plan);
+    while (ld_reduce_rows_next(&it)) {
+        for (int64_t i = 0; i < it.row_len; i++) {
+            int64_t o = it.out_off + (it.row_reduced ? 0 : i), e = it.in_off + i;
+            double v = at(x, e);
+            if (pass == 0)
+                mean[o] += v;
+            else if (pass == 1)
+                scale[o] += (v - mean[o]) * (v - mean[o]);
+            else
+                put(y, e, (v - mean[o]) * scale[o]);
+        }
+    }
+}
+
+static ld_status mvn_compute(ld_kernel_ctx *ctx)
+{
+    ld_reduce_plan plan;
+    ld_status st = mvn_plan(ctx, &plan);
+    if (st != LD_OK || plan.in_count == 0)
+        return st;
+    double *mean = calloc((size_t)plan.out_count * 2, sizeof *mean);
+    if (!mean)
+        return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
+    double *scale = mean + plan.out_count, g = (double)plan.group;
+    mvn_pass(0, &plan, ctx->inputs[0], NULL, mean, scale);
+    for (int64_t o = 0; o < plan.out_count; o++)
+        mean[o] /= g;
+    mvn_pass(1, &plan, ctx->inputs[0], NULL, mean, scale);
+    for (int64_t o = 0; o < plan.out_count; o++)
+        scale[o] = 1.0 / (sqrt(scale[o] / g) + 1e-9);
+    mvn_pass(2, &plan, ctx->inputs[0], ctx->outputs[0], mean, scale);
+    free(mean);
+    return LD_OK;
+}
+
+#define NORM_ROW(name, since, init, infer, compute, fini) \
+    {"", name, since, LD_KERNEL_WIDEN_HALF, init, infer, compute, fini}
+
+static const ld_kernel normalization_kernels[] = {
+    NORM_ROW("BatchNormalization", 1, bn_init, bn_infer, bn_compute, norm_fini),
+    NORM_ROW("BatchNormalization", 14, bn_init, bn_infer, bn_compute, norm_fini),
+    NORM_ROW("InstanceNormalization", 1, NULL, in_infer, in_compute, NULL),
+    NORM_ROW("LRN", 1, NULL, lrn_infer, lrn_compute, NULL),
+    NORM_ROW("LayerNormalization", 17, NULL, ln_infer, ln_compute, NULL),
+    NORM_ROW("LpNormalization", 1, NULL, lp_infer, lp_compute, NULL),
+    NORM_ROW("MeanVarianceNormalization", 9, NULL, mvn_infer, mvn_compute, NULL),
+};
+
+LD_KERNEL_FAMILY(normalization);

@@ -1,0 +1,487 @@
+/* layerdiff — pooling: AveragePool (opsets 1, 7, 10, 11), MaxPool (1, 8, 10,
+ * 11, 12), LpPool (1, 2, 11), GlobalAveragePool, GlobalMaxPool (1),
+ * GlobalLpPool (1, 2). 1-D, 2-D and 3-D windows with strides, pads,
+ * auto_pad, dilations and ceil_mode (conv_common.h has the geometry).
+ * MaxUnpool and MaxRoiPool are in pool_unpool.c.
+ *
+ * Numerics: sums (AveragePool, LpPool, the global pools) accumulate in double
+ * and round once to the output type — this backend is the reference the
+ * reduced-precision runs are measured against, and a double sum of fp32
+ * values is the exact sum rounded. Maxima are exact. MaxPool propagates NaN
+ * (the first NaN of a window wins), so a NaN in the input is never hidden.
+ * AveragePool's count_include_pad divisor counts the window positions inside
+ * the padded input (a ceil_mode window running past the end padding counts
+ * only up to it), as ONNX Runtime and PyTorch do; without it the divisor is
+ * the number of real input elements (0/0 gives NaN for an all-padding
+ * window). MaxPool's Indices are flat indices into the whole input tensor
+ * (batch and channel included), row-major for storage_order 0 and with the
+ * first spatial axis fastest for storage_order 1. Planes (n, c) run in
+ * parallel with OpenMP; each output is computed by one thread in a fixed
+ * order. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/kernels/conv_common.h"
+#include "backends/kernels/kernels.h"
+
+typedef enum pool_kind { POOL_AVG, POOL_MAX, POOL_LP } pool_kind;
+
+typedef struct pool_state {
+    ld_window_attrs attrs;
+    pool_kind kind;
+    bool global;
+    bool count_include_pad;
+    int64_t storage_order;
+    double p;   /* LpPool norm */
+} pool_state;
+
+static ld_status pool_init(ld_kernel_ctx *ctx)
+{
+    const char *op = ctx->node->op_type;
+    pool_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
+    s->global = strncmp(op, "Global", 6) == 0;
+    const char *base = s->global ? op + 6 : op;
+    s->kind = strcmp(base, "MaxPool") == 0 ? POOL_MAX : strcmp(base, "LpPool") == 0 ? POOL_LP
+                                                                                  : POOL_AVG;
+    int64_t cip = 0, ip = 2;
+    float fp = 2.0f;
+    ld_status st = s->global ? LD_OK : ld_window_attrs_parse(ctx, &s->attrs);
+    if (st == LD_OK)
+        st = ld_node_attr_int(ctx->node, "count_include_pad", 0, &cip, ctx->err);
+    if (st == LD_OK)
+        st = ld_node_attr_int(ctx->node, "storage_order", 0, &s->storage_order, ctx->err);
+    /* LpPool's p is a float attribute in opset 1, an int from opset 2. */
+    if (st == LD_OK && s->kind == POOL_LP && ctx->node->opset < 2)
+        st = ld_node_attr_float(ctx->node, "p", 2.0f, &fp, ctx->err);
+    else if (st == LD_OK && s->kind == POOL_LP)
+        st = ld_node_attr_int(ctx->node, "p", 2, &ip, ctx->err);
+    if (st == LD_OK && !s->global && s->attrs.n_kernel == 0)
+        st = ld_kernel_fail(ctx, LD_ERR_INPUT, "attribute 'kernel_shape' is required");
+    if (st == LD_OK && s->storage_order != 0 && s->storage_order != 1)
+        st = ld_kernel_fail(ctx, LD_ERR_INPUT, "storage_order must be 0 or 1, not %lld",
+                            (long long)s->storage_order);
+    if (st != LD_OK) {
+        free(s);
+        return st;
+    }
+    s->count_include_pad = cip != 0;
+    s->p = s->kind != POOL_LP ? 0 : ctx->node->opset < 2 ? fp : (double)ip;
+    if (s->kind == POOL_LP && !(s->p > 0))
+        st = ld_kernel_fail(ctx, LD_ERR_INPUT, "p = %g must be positive", s->p);
+    if (st != LD_OK) {
+        free(s);
+        return st;
+    }
+    ctx->state = s;
+    return LD_OK;
+}
+
+static void pool_fini(void *state)
+{
+    free(state);
+}
+
+static bool pool_dtype_ok(const pool_state *s, ld_dtype d)
+{
+    if (d == LD_DTYPE_FLOAT32 || d == LD_DTYPE_FLOAT64)
+        return true;
+    return s->kind == POOL_MAX && !s->global && (d == LD_DTYPE_INT8 || d == LD_DTYPE_UINT8);
+}
+
+static ld_status pool_geometry(ld_kernel_ctx *ctx, ld_window_geom *g)
+{
+    const pool_state *s = ctx->state;
+    const ld_tensor *x = ctx->n_inputs > 0 ? ctx->inputs[0] : NULL;
+    if (!x)
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "needs input X");
+    if (!pool_dtype_ok(s, x->dtype))
+        return ld_kernel_fail(ctx, LD_ERR_UNSUPPORTED, "dtype %s is not supported",
+                              ld_dtype_name(x->dtype));
+    char xs[64];
+    if (x->shape.rank < (s->global ? 2 : 3))
+        return ld_kernel_fail(ctx, LD_ERR_INPUT, "input X has shape %s; expected [N, C, "
+                              "spatial...]", ld_shape_format(&x->shape, xs, sizeof xs));
+    int nd = x->shape.rank - 2;
+    if (s->global) {
+        /* One window covering every spatial element. */
+        memset(g, 0, sizeof *g);
+        g->nd = nd;
+        int64_t spatial = 1;
+        for (int i = 0; i < nd; i++)
+            spatial *= x->shape.dims[2 + i];
+        g->in_size = g->k_size = spatial;
+        g->out_size = 1;
+        return LD_OK;
+    }
+    ld_status st = ld_window_check_len(ctx, "kernel_shape", s->attrs.n_kernel, (size_t)nd);
+    if (st != LD_OK)
+        return st;
+    return ld_window_geom_forward(ctx, &s->attrs, nd, x->shape.dims + 2, s->attrs.kernel,
+                                  LD_WINDOW_POOL, g);
+}
+
+static ld_status pool_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
+{
+    const pool_state *s = ctx->state;
+    ld_window_geom g;
+    ld_status st = pool_geometry(ctx, &g);
+    if (st != LD_OK)
+        return st;
+    const ld_tensor *x = ctx->inputs[0];
+    int nd = x->shape.rank - 2;
+    outs[0].dtype = x->dtype;
+    outs[0].shape = x->shape;
+    for (int i = 0; i < nd; i++)
+        outs[0].shape.dims[2 + i] = s->global ? 1 : g.out[LD_WINDOW_MAX_DIMS - nd + i];
+    if (ctx->n_outputs > 1) {
+        outs[1].dtype = LD_DTYPE_INT64;
+        outs[1].shape = outs[0].shape;
+    }
+    return LD_OK;
+}
+
+/* --- windows ------------------------------------------------------------------------ */
+
+/* Window of output o in one dimension: kernel taps [k_lo, k_hi) fall inside
+ * the input; start is the input position of tap 0. */
+typedef struct win1 {
+    int64_t start, k_lo, k_hi, padded; /* padded: taps inside the padded input */
+} win1;
+
+static win1 window_1d(const ld_window_geom *g, int i, int64_t o)
+{
+    win1 w;
+    int64_t s = g->s[i], d = g->d[i], k = g->k[i], in = g->in[i];
+    w.start = o * s - g->pb[i];
+    /* tap t is valid when 0 <= start + t*d < in */
+    w.k_lo = w.start >= 0 ? 0 : (-w.start + d - 1) / d;
+    int64_t room = in - w.start; /* taps with start + t*d < in: t < room/d */
+    w.k_hi = room <= 0 ? 0 : (room + d - 1) / d;
+    if (w.k_hi > k)
+        w.k_hi = k;
+    if (w.k_hi < w.k_lo)
+        w.k_hi = w.k_lo;
+    /* taps inside [-pb, in + pe) */
+    int64_t plo = w.start >= -g->pb[i] ? 0 : (-g->pb[i] - w.start + d - 1) / d;
+    int64_t proom = in + g->pe[i] - w.start;
+    int64_t phi = proom <= 0 ? 0 : (proom + d - 1) / d;
+    if (phi > k)
+        phi = k;
+    w.padded = phi > plo ? phi - plo : 0;
+    return w;
+}
+
+/* Flat input offset (within a plane) of taps (td, th, tw). */
+static inline int64_t tap_offset(const ld_window_geom *g, const win1 *const *w, int64_t td,
+                                 int64_t th, int64_t tw)
+{
+    return ((w[0]->start + td * g->d[0]) * g->in[1] + (w[1]->start + th * g->d[1])) * g->in[2] +
+           w[2]->start + tw * g->d[2];
+}
+
+/* The windows of every output index of each dimension, computed once per
+ * call instead of once per output element. */
+typedef struct pool_tables {
+    win1 *w[3];
+} pool_tables;
+
+static void tables_free(pool_tables *t)
+{
+    for (int i = 0; i < 3; i++)
+        free(t->w[i]);
+}
+
+static bool tables_make(const ld_window_geom *g, pool_tables *t)
+{
+    memset(t, 0, sizeof *t);
+    for (int i = 0; i < 3; i++) {
+        t->w[i] = malloc((size_t)(g->out[i] > 0 ? g->out[i] : 1) * sizeof *t->w[i]);
+        if (!t->w[i]) {
+            tables_free(t);
+            return false;
+        }
+        for (int64_t o = 0; o < g->out[i]; o++)
+            t->w[i][o] = window_1d(g, i, o);
+    }
+    return true;
+}
+
+/* Index reported by MaxPool for plane offset off (row-major within the
+ * plane): storage_order 1 numbers the first spatial axis fastest. */
+static int64_t storage_index(const ld_window_geom *g, int64_t off, int64_t order)
+{
+    if (order == 0 || g->nd < 2)
+        return off;
+    int64_t w = off % g->in[2], h = (off / g->in[2]) % g->in[1], d = off / (g->in[2] * g->in[1]);
+    if (g->nd == 2)
+        return h + w * g->in[1];
+    return d + h * g->in[0] + w * g->in[0] * g->in[1];
+}
+
+/* --- MaxPool ------------------------------------------------------------------------ */
+
+/* One plane: y[out_size] and optional flat plane offsets idx[out_size]. */
+#define DEFINE_MAXPOOL(T, NAME, LOWEST, IS_NAN)                                              \
+    static void NAME(const T *x, const ld_window_geom *g, const pool_tables *t, T *y,        \
+                     int64_t *idx)                                                           \
+    {                                                                                        \
+        int64_t o = 0, d2 = g->d[2];                                                         \
+        for (int64_t od = 0; od < g->out[0]; od++)                                           \
+            for (int64_t oh = 0; oh < g->out[1]; oh++)                                       \
+                for (int64_t ow = 0; ow < g->out[2]; ow++, o++) {                            \
+                    const win1 *w[3] = {&t->w[0][od], &t->w[1][oh], &t->w[2][ow]};           \
+                    T best = LOWEST;                                                         \
+                    int64_t at = -1;                                                         \
+                    bool nan = false;                                                        \
+                    for (int64_t td = w[0]->k_lo; td < w[0]->k_hi && !nan; td++)             \
+                        for (int64_t th = w[1]->k_lo; th < w[1]->k_hi && !nan; th++) {       \
+                            int64_t row = tap_offset(g, w, td, th, 0);                       \
+                            for (int64_t tw = w[2]->k_lo; tw < w[2]->k_hi; tw++) {           \
+                                int64_t off = row + tw * d2;                                 \
+                                T v = x[off];                                                \
+                                if (IS_NAN(v)) {                                             \
+                                    best = v;                                                \
+                                    at = off;                                                \
+                                    nan = true;                                              \
+                                    break;                                                   \
+                                }                                                            \
+                                bool take = v > best || at < 0; /* branch-free select */    \
+                                best = take ? v : best;                                      \
+                                at = take ? off : at;                                        \
+                            }                                                                \
+                        }                                                                    \
+                    y[o] = best;                                                             \
+                    if (idx)                                                                 \
+                        idx[o] = at;                                                         \
+                }                                                                            \
+    }
+
+/* MaxPool float32 without Indices and without dilation, separably: the
+ * maximum over the window's rows into row (vectorised), then over the
+ * window's columns. The maximum is exact, so this equals the generic loop
+ * except which NaN payload a NaN window reports. */
+static void maxpool_rows_f32(const float *x, const ld_window_geom *g, const pool_tables *t,
+                             float *y, float *row)
+{
+    int64_t o = 0, in2 = g->in[2];
+    for (int64_t od = 0; od < g->out[0]; od++)
+        for (int64_t oh = 0; oh < g->out[1]; oh++, o += g->out[2]) {
+            const win1 *w[3] = {&t->w[0][od], &t->w[1][oh], &t->w[2][0]};
+            bool any = false;
+            for (int64_t td = w[0]->k_lo; td < w[0]->k_hi; td++)
+                for (int64_t th = w[1]->k_lo; th < w[1]->k_hi; th++) {
+                    const float *xr = x + tap_offset(g, w, td, th, 0) - w[2]->start;
+                    if (!any) {
+                        memcpy(row, xr, (size_t)in2 * sizeof *row);
+                        any = true;
+                        continue;
+                    }
+#pragma omp simd
+                    for (int64_t i = 0; i < in2; i++) {
+                        float v = xr[i], m = row[i];
+                        row[i] = v > m || v != v ? v : m;
+                    }
+                }
+            for (int64_t ow = 0; ow < g->out[2]; ow++) {
+                const win1 *ww = &t->w[2][ow];
+                float m = -INFINITY;
+                for (int64_t tw = ww->k_lo; tw < ww->k_hi && any; tw++) {
+                    float v = row[ww->start + tw];
+                    m = v > m || v != v ? v : m;
+                }
+                y[o + ow] = m;
+            }
+        }
+}
+
+#define FLOAT_IS_NAN(v) isnan(v)
+#define INT_IS_NAN(v) false
+DEFINE_MAXPOOL(float, maxpool_f32, -INFINITY, FLOAT_IS_NAN)
+DEFINE_MAXPOOL(double, maxpool_f64, -INFINITY, FLOAT_IS_NAN)
+DEFINE_MAXPOOL(int8_t, maxpool_i8, INT8_MIN, INT_IS_NAN)
+DEFINE_MAXPOOL(uint8_t, maxpool_u8, 0, INT_IS_NAN)
+
+/* --- AveragePool and LpPool ----------------------------------------------------------------- */
+
+static inline double lp_term(double v, double p)
+{
+    double a = fabs(v);
+    return p == 1 ? a : p == 2 ? a * a : pow(a, p);
+}
+
+static inline double lp_root(double sum, double p)
+{
+    return p == 1 ? sum : p == 2 ? sqrt(sum) : pow(sum, 1.0 / p);
+}
+
+/* One plane of AveragePool (p == 0) or LpPool (p > 0), into double y. */
+#define DEFINE_SUMPOOL(T, NAME)                                                              \
+    static void NAME(const T *x, const ld_window_geom *g, const pool_tables *t,              \
+                     bool include_pad, double p, double *y)                                  \
+    {                                                                                        \
+        int64_t o = 0, d2 = g->d[2];                                                         \
+        for (int64_t od = 0; od < g->out[0]; od++)                                           \
+            for (int64_t oh = 0; oh < g->out[1]; oh++)                                       \
+                for (int64_t ow = 0; ow < g->out[2]; ow++, o++) {                            \
+                    const win1 *w[3] = {&t->w[0][od], &t->w[1][oh], &t->w[2][ow]};           \
+                    double sum = 0;                                                          \
+                    for (int64_t td = w[0]->k_lo; td < w[0]->k_hi; td++)                     \
+                        for (int64_t th = w[1]->k_lo; th < w[1]->k_hi; th++) {               \
+                            const T *row = x + tap_offset(g, w, td, th, 0);                  \
+                            for (int64_t tw = w[2]->k_lo; tw < w[2]->k_hi; tw++) {           \
+                                double v = row[tw * d2];                                     \
+                                sum += p > 0 ? lp_term(v, p) : v;                            \
+                            }                                                                \
+                        }                                                                    \
+                    if (p > 0) {                                                             \
+                        y[o] = lp_root(sum, p);                                              \
+                        continue;                                                            \
+                    }                                                                        \
+                    int64_t count = include_pad ? w[0]->padded * w[1]->padded * w[2]->padded \
+                                                : (w[0]->k_hi - w[0]->k_lo) *                \
+                                                      (w[1]->k_hi - w[1]->k_lo) *            \
+                                                      (w[2]->k_hi - w[2]->k_lo);             \
+                    y[o] = sum / (double)count;                                              \
+                }                                                                            \
+    }
+
+DEFINE_SUMPOOL(float, sumpool_f32)
+DEFINE_SUMPOOL(double, sumpool_f64)
+
+/* --- global pools ---------------------------------------------------------------------------- */
+
+static void global_plane(const void *x, ld_dtype d, int64_t n, const pool_state *s, void *y)
+{
+    double acc = s->kind == POOL_MAX ? -INFINITY : 0;
+    bool nan = false;
+    for (int64_t i = 0; i < n && !nan; i++) {
+        double v = d == LD_DTYPE_FLOAT32 ? ((const float *)x)[i] : ((const double *)x)[i];
+        if (s->kind == POOL_MAX) {
+            nan = isnan(v);
+            acc = nan || v > acc ? v : acc;
+        } else {
+            acc += s->kind == POOL_LP ? lp_term(v, s->p) : v;
+        }
+    }
+    double r = s->kind == POOL_MAX ? acc : s->kind == POOL_LP ? lp_root(acc, s->p)
+                                                              : acc / (double)n;
+    if (d == LD_DTYPE_FLOAT32)
+        *(float *)y = (float)r;
+    else
+        *(double *)y = r;
+}
+
+/* --- compute --------------------------------------------------------------------- */
+
+static ld_status pool_compute(ld_kernel_ctx *ctx)
+{
+    const pool_state *s = ctx->state;
+    ld_window_geom g;
+    ld_status st = pool_geometry(ctx, &g);
+    if (st != LD_OK)
+        return st;
+    const ld_tensor *x = ctx->inputs[0];
+    ld_tensor *y = ctx->outputs[0];
+    ld_tensor *ind = ctx->n_outputs > 1 ? ctx->outputs[1] : NULL;
+    int64_t planes = x->shape.dims[0] * x->shape.dims[1];
+    size_t es = ld_dtype_size(x->dtype);
+    const char *xb = x->data;
+    char *yb = y->data;
+    double *tmp = NULL;
+    pool_tables tables = {{NULL}};
+    if (!s->global && !tables_make(&g, &tables))
+        return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
+    if (!s->global && s->kind != POOL_MAX) {
+        int64_t cells = planes * g.out_size;
+        tmp = malloc((size_t)(cells > 0 ? cells : 1) * sizeof *tmp);
+        if (!tmp) {
+            tables_free(&tables);
+            return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
+        }
+    }
+    int threads = ctx->threads;
+    /* the separable MaxPool path: one row buffer per thread */
+    float *rows = NULL;
+    if (!s->global && s->kind == POOL_MAX && !ind && x->dtype == LD_DTYPE_FLOAT32 &&
+        g.d[0] == 1 && g.d[1] == 1 && g.d[2] == 1) {
+        rows = malloc((size_t)(threads > 0 ? threads : 1) * (size_t)(g.in[2] ? g.in[2] : 1) *
+                      sizeof *rows);
+        if (!rows) {
+            tables_free(&tables);
+            return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
+        }
+    }
+    bool big = planes * g.out_size * g.k_size > (1 << 15);
+#pragma omp parallel for num_threads(threads) if (big) schedule(static)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        const char *xp = xb + (size_t)(pl * g.in_size) * es;
+        char *yp = yb + (size_t)(pl * g.out_size) * es;
+        if (s->global) {
+            global_plane(xp, x->dtype, g.in_size, s, yp);
+            continue;
+        }
+        if (s->kind != POOL_MAX) {
+            double *tp = tmp + pl * g.out_size;
+            double p = s->kind == POOL_LP ? s->p : 0;
+            if (x->dtype == LD_DTYPE_FLOAT32)
+                sumpool_f32((const float *)xp, &g, &tables, s->count_include_pad, p, tp);
+            else
+                sumpool_f64((const double *)xp, &g, &tables, s->count_include_pad, p, tp);
+            for (int64_t i = 0; i < g.out_size; i++) {
+                if (x->dtype == LD_DTYPE_FLOAT32)
+                    ((float *)yp)[i] = (float)tp[i];
+                else
+                    ((double *)yp)[i] = tp[i];
+            }
+            continue;
+        }
+        int64_t *ip = ind ? (int64_t *)ind->data + pl * g.out_size : NULL;
+        if (rows) {
+            maxpool_rows_f32((const float *)xp, &g, &tables, (float *)yp,
+                             rows + (size_t)omp_get_thread_num() * (size_t)g.in[2]);
+            continue;
+        }
+        switch (x->dtype) {
+        case LD_DTYPE_FLOAT32: maxpool_f32((const float *)xp, &g, &tables, (float *)yp, ip); break;
+        case LD_DTYPE_FLOAT64:
+            maxpool_f64((const double *)xp, &g, &tables, (double *)yp, ip);
+            break;
+        case LD_DTYPE_INT8: maxpool_i8((const int8_t *)xp, &g, &tables, (int8_t *)yp, ip); break;
+        default: maxpool_u8((const uint8_t *)xp, &g, &tables, (uint8_t *)yp, ip); break;
+        }
+        for (int64_t i = 0; ip && i < g.out_size; i++)
+            ip[i] = ip[i] < 0 ? -1 : pl * g.in_size + storage_index(&g, ip[i], s->storage_order);
+    }
+    free(tmp);
+    free(rows);
+    tables_free(&tables);
+    return LD_OK;
+}
+
+#define POOL_ROW(op, version) \
+    {"", op, version, LD_KERNEL_WIDEN_HALF, pool_init, pool_infer, pool_compute, pool_fini}
+
+static const ld_kernel pool_kernels[] = {
+    POOL_ROW("AveragePool", 1),
+    POOL_ROW("AveragePool", 7),
+    POOL_ROW("AveragePool", 10),
+    POOL_ROW("AveragePool", 11),
+    POOL_ROW("GlobalAveragePool", 1),
+    POOL_ROW("GlobalLpPool", 1),
+    POOL_ROW("GlobalLpPool", 2),
+    POOL_ROW("GlobalMaxPool", 1),
+    POOL_ROW("LpPool", 1),
+    POOL_ROW("LpPool", 2),
+    POOL_ROW("LpPool", 11),
+    POOL_ROW("MaxPool", 1),
+    POOL_ROW("MaxPool", 8),
+    POOL_ROW("MaxPool", 10),
+    POOL_ROW("MaxPool", 11),
+    POOL_ROW("MaxPool", 12),
+};
+
+LD_KERNEL_FAMILY(pool);
