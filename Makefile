@@ -30,7 +30,7 @@ Q := @
 endif
 
 WARNINGS   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
-BASE_CFLAGS := -std=c11 $(WARNINGS) -ffp-contract=off -g -D_GNU_SOURCE \
+BASE_CFLAGS := -std=c11 $(WARNINGS) -ffp-contract=off -fopenmp -g -D_GNU_SOURCE \
                -DLAYERDIFF_VERSION='"$(VERSION)"' -Iinclude -I. -I$(BUILD)/gen -MMD -MP
 CFLAGS     ?=
 REL_CFLAGS  = $(BASE_CFLAGS) $(OPT) $(DEP_CFLAGS) $(CFLAGS)
@@ -43,6 +43,11 @@ UNIT_SRCS  := $(wildcard tests/test_*.c)
 EXH_SRCS   := $(wildcard tests/exhaustive_*.c)
 TEST_SUPPORT_SRCS := $(wildcard tests/support/*.c)
 PLUGIN_SRCS := $(wildcard tests/plugins/*.c)
+
+# The binary exports the whole library (-rdynamic + whole archive) so backend
+# plugins loaded with dlopen can call any public function.
+WHOLE_ARCHIVE    := -Wl,--whole-archive
+NO_WHOLE_ARCHIVE := -Wl,--no-whole-archive
 
 PROTO_C    := $(BUILD)/gen/onnx/onnx.pb-c.c
 PROTO_H    := $(BUILD)/gen/onnx/onnx.pb-c.h
@@ -63,7 +68,7 @@ UNIT_BINS  := $(UNIT_SRCS:tests/%.c=$(BUILD)/asan/tests/%)
 EXH_BINS   := $(EXH_SRCS:tests/%.c=$(BUILD)/tests/%)
 PLUGINS    := $(PLUGIN_SRCS:tests/plugins/%.c=$(BUILD)/plugins/%.so)
 
-.PHONY: all help demo test unit-test e2e-test exhaustive-test fixtures clean deps check-deps
+.PHONY: all help demo test unit-test e2e-test exhaustive-test fixtures clean deps conformance
 .DEFAULT_GOAL := all
 # Keep intermediate objects (tests/support) instead of rebuilding them every time.
 .SECONDARY:
@@ -110,7 +115,7 @@ $(LIB): $(REL_LIB_OBJS)
 
 $(BIN): $(REL_CLI_OBJS) $(LIB)
 	@echo '  CC    $@'
-	$(Q)$(CC) $(REL_CFLAGS) -o $@ $(REL_CLI_OBJS) $(LIB) $(DEP_LIBS) -rdynamic
+	$(Q)$(CC) $(REL_CFLAGS) -o $@ $(REL_CLI_OBJS) $(WHOLE_ARCHIVE) $(LIB) $(NO_WHOLE_ARCHIVE) $(DEP_LIBS) -rdynamic
 
 $(BUILD)/tests/exhaustive_%: tests/exhaustive_%.c $(LIB)
 	@mkdir -p $(dir $@)
@@ -130,7 +135,7 @@ $(ASAN_LIB): $(ASAN_LIB_OBJS)
 
 $(ASAN_BIN): $(ASAN_CLI_OBJS) $(ASAN_LIB)
 	@echo '  CC    $@'
-	$(Q)$(CC) $(ASAN_CFLAGS) -o $@ $(ASAN_CLI_OBJS) $(ASAN_LIB) $(DEP_LIBS) -rdynamic
+	$(Q)$(CC) $(ASAN_CFLAGS) -o $@ $(ASAN_CLI_OBJS) $(WHOLE_ARCHIVE) $(ASAN_LIB) $(NO_WHOLE_ARCHIVE) $(DEP_LIBS) -rdynamic
 
 $(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/%.o $(SUPPORT_OBJS) $(ASAN_CLI_LIB_OBJS) $(ASAN_LIB)
 	@mkdir -p $(dir $@)
@@ -145,16 +150,27 @@ $(BUILD)/plugins/%.so: tests/plugins/%.c $(BUILD)/config.mk
 
 # --- tests ------------------------------------------------------------------------
 test: $(UNIT_BINS) $(EXH_BINS) $(ASAN_BIN) $(BIN) $(PLUGINS) ## build and run every test (unit, exhaustive, end-to-end)
-	@bash scripts/run-tests.sh --build $(BUILD) $(UNIT_BINS) $(EXH_BINS) -- tests/e2e/*.sh
+	@bash scripts/run-tests.sh --build $(BUILD) $(UNIT_BINS) $(EXH_BINS) -- tests/e2e/test_*.sh
 
 unit-test: $(UNIT_BINS) ## run the cmocka unit tests only
 	@bash scripts/run-tests.sh --build $(BUILD) $(UNIT_BINS) --
 
 e2e-test: $(ASAN_BIN) $(BIN) $(PLUGINS) ## run the end-to-end CLI tests only
-	@bash scripts/run-tests.sh --build $(BUILD) -- tests/e2e/*.sh
+	@bash scripts/run-tests.sh --build $(BUILD) -- tests/e2e/test_*.sh
 
 exhaustive-test: $(EXH_BINS) ## run the exhaustive 2^32 rounding checks only
 	@bash scripts/run-tests.sh --build $(BUILD) $(EXH_BINS) --
+
+# --- conformance ------------------------------------------------------------------------
+ONNX_TESTDATA ?= /usr/share/libonnx-testdata/data
+CONFORMANCE_DIRS := $(addprefix $(ONNX_TESTDATA)/,node pytorch-converted pytorch-operator simple)
+
+conformance: $(BIN) ## run Debian's ONNX backend tests; results in build/conformance.txt, passing list in build/conformance-pass.txt
+	@$(BIN) conformance $(CONFORMANCE_DIRS) --write-pass-list $(BUILD)/conformance-pass.txt \
+	    > $(BUILD)/conformance.txt; status=$$?; \
+	  grep -vE '^PASS ' $(BUILD)/conformance.txt; \
+	  echo "conformance: full log in $(BUILD)/conformance.txt, passing tests in $(BUILD)/conformance-pass.txt"; \
+	  test $$status -le 1
 
 # --- fixtures and demo ---------------------------------------------------------------
 fixtures: ## regenerate fixtures/ with scripts/gen-fixtures.py (Debian's python3-onnx)

@@ -15,6 +15,7 @@ ld_status ld_broadcast_shapes(const ld_shape *const *shapes, int n, ld_shape *ou
     out->rank = rank;
     for (int d = 0; d < rank; d++) {
         int64_t dim = 1;
+        int setter = 0; /* the input that gave `dim`, named in the message */
         for (int i = 0; i < n; i++) {
             int off = rank - shapes[i]->rank;
             if (d < off)
@@ -24,7 +25,7 @@ ld_status ld_broadcast_shapes(const ld_shape *const *shapes, int n, ld_shape *ou
                 continue;
             if (dim != 1) {
                 char a[128], b[128];
-                ld_shape_format(shapes[0], a, sizeof a);
+                ld_shape_format(shapes[setter], a, sizeof a);
                 ld_shape_format(shapes[i], b, sizeof b);
                 return ld_error_set(err, LD_ERR_INPUT,
                                     "%s%sshapes %s and %s cannot be broadcast together "
@@ -32,6 +33,7 @@ ld_status ld_broadcast_shapes(const ld_shape *const *shapes, int n, ld_shape *ou
                                     what ? what : "", what ? ": " : "", a, b, d, dim, di);
             }
             dim = di;
+            setter = i;
         }
         out->dims[d] = dim;
     }

@@ -238,7 +238,7 @@ void ld_exec_destroy(ld_exec *e)
                 e->nodes[i].kernel->fini(e->nodes[i].state);
     }
     release_scratch(e);
-    if (e->slots) {
+    if (e->slots && e->owned) { /* either may be NULL when create ran out of memory */
         for (int v = 0; v < e->graph->n_values; v++)
             if (e->owned[v])
                 pool_release(e, e->slots[v]);
@@ -371,6 +371,10 @@ static ld_status narrow_output(ld_exec *e, int value, ld_dtype widened_from, ld_
 static ld_status gather_inputs(ld_exec *e, const ld_node *node, const ld_kernel *k,
                                const ld_tensor **inputs, ld_dtype *widened_from, ld_error *err)
 {
+    /* Outputs are narrowed to input 0's type when input 0 is a float (Pow's
+     * base, not its exponent), else to the first half input's type (Where's X).
+     * A float32/float64 input 0 means the outputs stay wide. */
+    bool input0_full_float = false;
     *widened_from = LD_DTYPE_UNDEFINED;
     for (int j = 0; j < node->n_inputs; j++) {
         inputs[j] = NULL;
@@ -379,6 +383,8 @@ static ld_status gather_inputs(ld_exec *e, const ld_node *node, const ld_kernel 
         ld_status st = input_tensor(e, node, node->inputs[j], &inputs[j], err);
         if (st != LD_OK)
             return st;
+        if (j == 0 && ld_dtype_is_float(inputs[0]->dtype) && !is_half(inputs[0]->dtype))
+            input0_full_float = true;
         if ((k->flags & LD_KERNEL_WIDEN_HALF) && is_half(inputs[j]->dtype)) {
             if (*widened_from == LD_DTYPE_UNDEFINED)
                 *widened_from = inputs[j]->dtype;
@@ -387,6 +393,8 @@ static ld_status gather_inputs(ld_exec *e, const ld_node *node, const ld_kernel 
                 return st;
         }
     }
+    if (input0_full_float)
+        *widened_from = LD_DTYPE_UNDEFINED;
     return LD_OK;
 }
 
@@ -543,6 +551,11 @@ ld_status ld_exec_run(ld_exec *e, const ld_tensor *const *inputs, ld_tensor_obse
     }
     e->live_bytes = 0;
     e->peak_bytes = 0;
+    if (!inputs && g->n_inputs > 0) {
+        st = ld_error_set(err, LD_ERR_INPUT, "graph '%s' has %d inputs and none were given",
+                          g->name, g->n_inputs);
+        goto out;
+    }
     for (int j = 0; j < g->n_inputs; j++) {
         st = check_input(g, g->inputs[j], inputs[j], err);
         if (st != LD_OK)

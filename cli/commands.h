@@ -22,6 +22,7 @@ typedef struct ld_cli_command {
     void (*help)(FILE *out);
 } ld_cli_command;
 
+extern const ld_cli_command ld_cmd_run;
 extern const ld_cli_command ld_cmd_inspect;
 extern const ld_cli_command ld_cmd_conformance;
 

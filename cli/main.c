@@ -15,6 +15,7 @@
 
 /* One row per subcommand, in the order `layerdiff --help` lists them. */
 static const ld_cli_command *const commands[] = {
+    &ld_cmd_run,
     &ld_cmd_inspect,
     &ld_cmd_conformance,
 };

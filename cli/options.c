@@ -82,6 +82,14 @@ static ld_status store_value(const char *cmd, const ld_cli_option *opt, const ch
         *(int64_t *)opt->target = (int64_t)v;
         return LD_OK;
     }
+    case LD_OPT_LIST: {
+        ld_cli_list *list = opt->target;
+        if (list->n == LD_CLI_LIST_MAX)
+            return ld_cli_usage_error(err, cmd, "option '--%s' given more than %d times",
+                                      opt->name, LD_CLI_LIST_MAX);
+        list->items[list->n++] = value;
+        return LD_OK;
+    }
     case LD_OPT_DOUBLE: {
         errno = 0;
         double v = strtod(value, &end);

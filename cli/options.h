@@ -20,8 +20,17 @@ typedef enum ld_cli_opt_kind {
     LD_OPT_FLAG,   /* no value; target is bool*, set to true */
     LD_OPT_STRING, /* target is const char**, borrowed from argv */
     LD_OPT_INT,    /* target is int64_t*; decimal, whole string must parse */
-    LD_OPT_DOUBLE  /* target is double*; finite values only */
+    LD_OPT_DOUBLE, /* target is double*; finite values only */
+    LD_OPT_LIST    /* target is ld_cli_list*; every occurrence appends its value */
 } ld_cli_opt_kind;
+
+/* Values of a repeatable option, in command-line order (borrowed from argv).
+ * The caller zeroes it before parsing. */
+#define LD_CLI_LIST_MAX 64
+typedef struct ld_cli_list {
+    int n;
+    const char *items[LD_CLI_LIST_MAX];
+} ld_cli_list;
 
 typedef struct ld_cli_option {
     const char *name;    /* long name without "--" */
@@ -42,7 +51,8 @@ typedef struct ld_cli_args {
 /* Parses argv (argv[0] is the subcommand name, e.g. "inspect") against
  * opts[0..n_opts). On a usage error returns LD_ERR_USAGE with a one-line
  * message naming the offending option and the help to read. A later
- * occurrence of an option overrides an earlier one. "--" ends options. */
+ * occurrence of an option overrides an earlier one, except for LD_OPT_LIST
+ * options, which collect every occurrence. "--" ends options. */
 ld_status ld_cli_parse(const char *cmd, int argc, char **argv, const ld_cli_option *opts,
                        int n_opts, ld_cli_args *out, ld_error *err);
 

@@ -1,0 +1,184 @@
+/* layerdiff CLI — the observer of `layerdiff run` (see run.h). Each tensor
+ * is written to the dump and summarised the moment the backend produces it,
+ * so memory stays at what the executor itself holds. Events from plugins are
+ * checked, since a plugin is code layerdiff did not write. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/run.h"
+
+double ld_run_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+ld_status ld_run_sink_init(ld_run_sink *sink, const ld_graph *g, const char *backend,
+                           ld_error *err)
+{
+    sink->graph = g;
+    sink->backend = backend;
+    sink->layers = sink->dumped = 0;
+    sink->dump_seconds = 0;
+    sink->last_progress = 0;
+    sink->seen = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *sink->seen);
+    sink->outputs = calloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *sink->outputs);
+    if (!sink->seen || !sink->outputs) {
+        ld_run_sink_free(sink);
+        return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
+    }
+    return LD_OK;
+}
+
+void ld_run_sink_free(ld_run_sink *sink)
+{
+    free(sink->seen);
+    free(sink->outputs);
+    sink->seen = NULL;
+    sink->outputs = NULL;
+}
+
+void ld_run_stats_compute(const ld_tensor *t, ld_run_stats *s)
+{
+    *s = (ld_run_stats){.produced = true, .dtype = t->dtype, .shape = t->shape, .count = t->count};
+    double sum = 0;
+    s->min = INFINITY;
+    s->max = -INFINITY;
+    for (int64_t i = 0; i < t->count; i++) {
+        double v = ld_tensor_get_double(t, i);
+        if (isnan(v)) {
+            s->nans++;
+        } else if (isinf(v)) {
+            s->infs++;
+        } else {
+            s->finite++;
+            sum += v;
+            s->min = fmin(s->min, v);
+            s->max = fmax(s->max, v);
+        }
+    }
+    s->mean = s->finite ? sum / (double)s->finite : NAN;
+}
+
+char *ld_run_stats_format(const ld_run_stats *s, char *buf, size_t size)
+{
+    int n = s->finite ? snprintf(buf, size, "min %.6g  max %.6g  mean %.6g", s->min, s->max,
+                                 s->mean)
+                      : snprintf(buf, size, "%s", s->count ? "no finite values" : "empty");
+    if (n >= 0 && (size_t)n < size && (s->nans || s->infs))
+        snprintf(buf + n, size - (size_t)n, "  nan %lld  inf %lld", (long long)s->nans,
+                 (long long)s->infs);
+    return buf;
+}
+
+/* A plugin's event must name a value of our graph, produced by the node it
+ * says, with a tensor layerdiff can hold, and each value only once. */
+static ld_status check_event(ld_run_sink *sink, const ld_tensor_event *ev, ld_error *err)
+{
+    const ld_graph *g = sink->graph;
+    const char *problem = NULL;
+    if (ev->value < 0 || ev->value >= g->n_values)
+        problem = "an event for a value outside the graph";
+    else if (!ev->tensor || (!ev->tensor->data && ev->tensor->nbytes))
+        problem = "an event without tensor data";
+    else if (!ld_dtype_is_supported(ev->tensor->dtype))
+        problem = "a tensor of a type layerdiff cannot hold";
+    else if (ev->node && ((uintptr_t)ev->node < (uintptr_t)g->nodes ||
+                          (uintptr_t)ev->node >= (uintptr_t)(g->nodes + g->n_nodes)))
+        problem = "an event from a node outside the graph";
+    else if (ev->node && (ev->output_index < 0 || ev->output_index >= ev->node->n_outputs ||
+                          ev->node->outputs[ev->output_index] != ev->value))
+        problem = "an event whose node does not produce that value";
+    else if (!ev->node && g->values[ev->value].kind != LD_VALUE_INPUT)
+        problem = "a node output without its node";
+    if (problem)
+        return ld_error_set(err, LD_ERR_INPUT, "backend '%s' reported %s", sink->backend, problem);
+    if (sink->seen[ev->value])
+        return ld_error_set(err, LD_ERR_INPUT, "backend '%s' reported tensor '%s' twice",
+                            sink->backend, g->values[ev->value].name);
+    sink->seen[ev->value] = true;
+    return LD_OK;
+}
+
+static void draw_progress(ld_run_sink *sink, const ld_node *node)
+{
+    double now = ld_run_now();
+    if (now - sink->last_progress < 0.1 && node->index + 1 < sink->graph->n_nodes)
+        return;
+    sink->last_progress = now;
+    /* Names come from the model: keep control bytes off the terminal. */
+    char name[48];
+    size_t i = 0;
+    for (; node->name[i] && i + 1 < sizeof name; i++)
+        name[i] = (unsigned char)node->name[i] < 0x20 || node->name[i] == 0x7f ? '?' : node->name[i];
+    name[i] = '\0';
+    fprintf(stderr, "\r\033[K  %s: layer %d/%d  %s (%s)", sink->backend, node->index + 1,
+            sink->graph->n_nodes, name, node->op_type);
+    fflush(stderr);
+}
+
+static ld_status write_tensor(ld_run_sink *sink, const ld_tensor_event *ev, ld_error *err)
+{
+    const ld_node *node = ev->node;
+    ld_dump_tensor_meta meta = {
+        .name = sink->graph->values[ev->value].name,
+        .node = node->name,
+        .op_type = node->op_type,
+        .topo_index = node->index,
+        .output_index = ev->output_index,
+        .precision = ld_precision_name(ev->precision),
+        .counters = ev->counters,
+    };
+    double start = ld_run_now();
+    ld_status st = ld_dump_writer_add_tensor(sink->dump, ev->tensor, &meta, err);
+    sink->dump_seconds += ld_run_now() - start;
+    if (st == LD_OK)
+        sink->dumped++;
+    return st;
+}
+
+ld_status ld_run_observe(void *user, const ld_tensor_event *ev, ld_error *err)
+{
+    ld_run_sink *sink = user;
+    if (sink->interrupted && *sink->interrupted)
+        return ld_error_set(err, LD_ERR_INTERRUPTED, "interrupted by %s",
+                            *sink->interrupted == SIGTERM ? "SIGTERM" : "SIGINT");
+    ld_status st = check_event(sink, ev, err);
+    if (st != LD_OK)
+        return st;
+    const ld_value *v = &sink->graph->values[ev->value];
+    if (v->is_graph_output) {
+        for (int k = 0; k < sink->graph->n_outputs; k++)
+            if (sink->graph->outputs[k] == ev->value)
+                ld_run_stats_compute(ev->tensor, &sink->outputs[k]);
+    }
+    if (!ev->node)
+        return LD_OK; /* graph inputs are in the dump's /inputs */
+    sink->layers++;
+    if (sink->progress)
+        draw_progress(sink, ev->node);
+    if (sink->dump && (!sink->outputs_only || v->is_graph_output))
+        st = write_tensor(sink, ev, err);
+    return st;
+}
+
+ld_status ld_run_sink_finish(ld_run_sink *sink, ld_error *err)
+{
+    if (sink->progress) {
+        fprintf(stderr, "\r\033[K");
+        fflush(stderr);
+    }
+    const ld_graph *g = sink->graph;
+    for (int k = 0; k < g->n_outputs; k++) {
+        const ld_value *v = &g->values[g->outputs[k]];
+        if (!sink->outputs[k].produced && v->kind != LD_VALUE_INITIALIZER)
+            return ld_error_set(err, LD_ERR_INPUT, "backend '%s' did not produce graph output "
+                                "'%s'", sink->backend, v->name);
+    }
+    return LD_OK;
+}
