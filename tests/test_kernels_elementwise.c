@@ -23,7 +23,10 @@
 
 #include "layerdiff/backend.h"
 #include "layerdiff/round.h"
+#include "tests/support/kernel_run.h"
 #include "tests/support/onnx_builder.h"
+
+#define expect_shape kr_expect_shape
 
 #define T(f) cmocka_unit_test_teardown(f, ob_teardown)
 #define MAX_IO 16
@@ -177,13 +180,6 @@ static void tc_run_fails(tcase *c, ld_status want, const char *substring)
     tc_free_io(c);
 }
 
-static void expect_shape(const ld_tensor *t, int rank, const int64_t *dims)
-{
-    assert_non_null(t);
-    assert_int_equal(t->shape.rank, rank);
-    for (int d = 0; d < rank; d++)
-        assert_int_equal(t->shape.dims[d], dims[d]);
-}
 
 /* Bit-exact comparison of an output with expected bytes. */
 static void expect_bytes(const ld_tensor *t, ld_dtype dt, const void *want, size_t n)

@@ -22,180 +22,29 @@
 #include "layerdiff/backend.h"
 #include "layerdiff/onnx.h"
 #include "onnx/onnx.pb-c.h"
+#include "tests/support/kernel_run.h"
 #include "tests/support/onnx_builder.h"
 
-/* --- one-node models ------------------------------------------------------------------- */
+#define expect_shape kr_expect_shape
 
-typedef struct tin {
-    const char *name;  /* NULL: an omitted optional input */
-    ld_dtype dtype;
-    int rank;
-    int64_t dims[6];
-    const void *data;
-    bool initializer;
-} tin;
+/* --- one-node models (tests/support/kernel_run.h) ------------------------------------- */
 
-enum { A_END = 0, A_INT, A_FLOAT, A_STRING, A_INTS };
-
-typedef struct tattr {
-    int kind;
-    const char *name;
-    int64_t i;
-    float f;
-    const char *s;
-    int n;
-    int64_t ints[8];
-} tattr;
-
-#define MAX_OUT 4
-
-typedef struct run_out {
-    ld_status st;
-    ld_error err;
-    ld_tensor *t[MAX_OUT]; /* graph outputs in order; owned */
-} run_out;
-
-static size_t tin_bytes(const tin *in)
-{
-    size_t n = 1;
-    for (int d = 0; d < in->rank; d++)
-        n *= (size_t)in->dims[d];
-    return n * ld_dtype_size(in->dtype);
-}
-
-static Onnx__ModelProto *one_node(int opset, const char *op, const tattr *attrs, const tin *ins,
-                                  int n_in, const char *outs)
-{
-    Onnx__ModelProto *m = ob_model();
-    m->opset_import[0]->version = opset;
-    Onnx__GraphProto *g = m->graph;
-    char list[256] = "";
-    for (int i = 0; i < n_in; i++) {
-        const tin *in = &ins[i];
-        strcat(list, i ? "," : "");
-        if (!in->name)
-            continue;
-        strcat(list, in->name);
-        if (in->initializer) {
-            Onnx__TensorProto *t = ob_tensor(in->name, (int)in->dtype, in->rank, in->dims);
-            ob_set_raw(t, in->data, tin_bytes(in));
-            OB_PUSH(g->initializer, g->n_initializer, t);
-        } else {
-            ob_input(g, in->name, (int)in->dtype, in->rank, in->dims);
-        }
-    }
-    Onnx__NodeProto *node = ob_node(g, op, "node0", list, outs);
-    for (const tattr *a = attrs; a && a->kind != A_END; a++) {
-        Onnx__AttributeProto *p;
-        switch (a->kind) {
-        case A_INT:
-            p = ob_attr(node, a->name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
-            p->has_i = 1, p->i = a->i;
-            break;
-        case A_FLOAT:
-            p = ob_attr(node, a->name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
-            p->has_f = 1, p->f = a->f;
-            break;
-        case A_STRING:
-            p = ob_attr(node, a->name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
-            p->has_s = 1;
-            p->s.data = (uint8_t *)ob_str(a->s);
-            p->s.len = strlen(a->s);
-            break;
-        case A_INTS:
-            p = ob_attr(node, a->name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
-            p->ints = ob_mem(8 * sizeof(int64_t));
-            memcpy(p->ints, a->ints, (size_t)a->n * sizeof(int64_t));
-            p->n_ints = (size_t)a->n;
-            break;
-        }
-    }
-    char copy[256];
-    snprintf(copy, sizeof copy, "%s", outs);
-    for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ","))
-        ob_output(g, tok, 0);
-    return m;
-}
-
-typedef struct capture {
-    const ld_graph *g;
-    run_out *r;
-} capture;
-
-static ld_status capture_outputs(void *user, const ld_tensor_event *ev, ld_error *err)
-{
-    capture *c = user;
-    for (int k = 0; k < c->g->n_outputs && k < MAX_OUT; k++)
-        if (c->g->outputs[k] == ev->value && !c->r->t[k])
-            return ld_tensor_clone(&c->r->t[k], ev->tensor, NULL, err);
-    return LD_OK;
-}
-
-/* Runs the model on the reference backend with `threads` threads. */
-static void run_model(Onnx__ModelProto *m, const tin *ins, int n_in, int threads, run_out *r)
-{
-    memset(r, 0, sizeof *r);
-    ld_graph *g = ob_load_ok(m);
-    const ld_backend_vtable *vt = ld_backend_find("reference");
-    assert_non_null(vt);
-    void *b = NULL;
-    ld_backend_config cfg = {.threads = threads};
-    ld_tensor *inputs[8] = {NULL};
-    ld_shape shapes[8];
-    int n = 0;
-    r->st = vt->create(&b, &cfg, &r->err);
-    assert_int_equal(r->st, LD_OK);
-    for (int i = 0; i < n_in; i++) {
-        if (!ins[i].name || ins[i].initializer)
-            continue;
-        ld_shape s = {.rank = ins[i].rank};
-        memcpy(s.dims, ins[i].dims, sizeof ins[i].dims);
-        shapes[n] = s;
-        assert_int_equal(ld_tensor_wrap(&inputs[n], ins[i].name, ins[i].dtype, &s,
-                                        (void *)ins[i].data, &r->err), LD_OK);
-        n++;
-    }
-    assert_int_equal(n, g->n_inputs);
-    r->st = vt->prepare(b, g, shapes, &r->err);
-    capture c = {g, r};
-    if (r->st == LD_OK)
-        r->st = vt->run(b, (const ld_tensor *const *)inputs, capture_outputs, &c, &r->err);
-    for (int i = 0; i < n; i++)
-        ld_tensor_destroy(inputs[i]);
-    vt->destroy(b);
-    ld_graph_destroy(g);
-}
+typedef kr_input tin;
+typedef kr_attr tattr;
+typedef kr_result run_out;
+enum { A_END = KR_END, A_INT = KR_INT, A_FLOAT = KR_FLOAT, A_STRING = KR_STRING, A_INTS = KR_INTS };
+#define MAX_OUT KR_MAX_OUT
 
 static void run1(int opset, const char *op, const tattr *attrs, const tin *ins, int n_in,
                  const char *outs, run_out *r)
 {
-    run_model(one_node(opset, op, attrs, ins, n_in, outs), ins, n_in, 1, r);
+    kr_run(opset, op, attrs, ins, n_in, outs, 1, r);
 }
 
-static void run_free(run_out *r)
-{
-    for (int k = 0; k < MAX_OUT; k++)
-        ld_tensor_destroy(r->t[k]);
-}
+#define run_free kr_free
+#define expect_ok kr_expect_ok
+#define expect_fail kr_expect_fail
 
-static void expect_ok(run_out *r)
-{
-    if (r->st != LD_OK)
-        fail_msg("run failed: %s", r->err.message);
-}
-
-static void expect_fail(run_out *r, ld_status want, const char *substring)
-{
-    ob_expect_message(r->st, want, &r->err, "node 'node0' (", substring);
-}
-
-static void expect_shape(const ld_tensor *t, int rank, const int64_t *dims)
-{
-    assert_non_null(t);
-    assert_int_equal(t->shape.rank, rank);
-    for (int d = 0; d < rank; d++)
-        assert_int_equal(t->shape.dims[d], dims[d]);
-}
 
 /* |got - want| <= tol * max(1, |want|), NaN and infinities by identity. */
 static void expect_values(const ld_tensor *t, const double *want, int64_t n, double tol)
@@ -314,8 +163,8 @@ static void test_reduce_layouts_match_naive(void **state)
             }
             tin in = {"x", LD_DTYPE_FLOAT32, 4, {3, 70, 5, 300}, data, false};
             run_out r1, r2;
-            run_model(one_node(11, red_ops[op], attrs, &in, 1, "y"), &in, 1, 1, &r1);
-            run_model(one_node(11, red_ops[op], attrs, &in, 1, "y"), &in, 1, 2, &r2);
+            kr_run(11, red_ops[op], attrs, &in, 1, "y", 1, &r1);
+            kr_run(11, red_ops[op], attrs, &in, 1, "y", 2, &r2);
             expect_ok(&r1);
             expect_ok(&r2);
             expect_shape(r1.t[0], out_rank, out_dims);
@@ -586,8 +435,8 @@ static void test_softmax_strided_tiles(void **state)
                 want[(n * C + c) * S + s] = x[(n * C + c) * S + s] - m - log(sum);
         }
     run_out r1, r2;
-    run_model(one_node(13, "LogSoftmax", axis1, &in, 1, "y"), &in, 1, 1, &r1);
-    run_model(one_node(13, "LogSoftmax", axis1, &in, 1, "y"), &in, 1, 2, &r2);
+    kr_run(13, "LogSoftmax", axis1, &in, 1, "y", 1, &r1);
+    kr_run(13, "LogSoftmax", axis1, &in, 1, "y", 2, &r2);
     expect_ok(&r1);
     expect_ok(&r2);
     expect_values(r1.t[0], want, N * C * S, 1e-6);

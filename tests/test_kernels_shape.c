@@ -25,53 +25,15 @@
 #include "tests/support/kernel_run.h"
 #include "tests/support/onnx_builder.h"
 
+#define expect_fail kr_expect_fail_op
+#define expect_shape kr_expect_shape
+#define expect_values kr_expect_values
+#define expect_i64 kr_expect_i64
+
 #define I64 LD_DTYPE_INT64
 #define F32 LD_DTYPE_FLOAT32
 /* A graph input (not an initializer). */
 #define IN(...) {__VA_ARGS__, false}
-
-/* --- checks ------------------------------------------------------------------------------ */
-
-/* The run failed with `want`, naming node0 and its op, with substring. */
-static void expect_fail(const kr_result *r, ld_status want, const char *op, const char *substring)
-{
-    char prefix[128];
-    kr_expect_fail(r, want, substring);
-    snprintf(prefix, sizeof prefix, "node 'node0' (%s): ", op);
-    if (strncmp(r->err.message, prefix, strlen(prefix)) != 0)
-        fail_msg("message '%s' should start with '%s'", r->err.message, prefix);
-}
-
-static void expect_shape(const ld_tensor *t, int rank, const int64_t *dims)
-{
-    assert_non_null(t);
-    assert_int_equal(t->shape.rank, rank);
-    for (int d = 0; d < rank; d++)
-        assert_int_equal(t->shape.dims[d], dims[d]);
-}
-
-/* Exact comparison through double (integers up to 2^53, floats exactly). */
-static void expect_values(const ld_tensor *t, const double *want, int64_t n)
-{
-    assert_non_null(t);
-    assert_int_equal(t->count, n);
-    for (int64_t i = 0; i < n; i++) {
-        double got = ld_tensor_get_double(t, i);
-        if (!(got == want[i] || (isnan(got) && isnan(want[i]))))
-            fail_msg("element %lld: got %.17g, expected %.17g", (long long)i, got, want[i]);
-    }
-}
-
-static void expect_i64(const ld_tensor *t, const int64_t *want, int64_t n)
-{
-    assert_non_null(t);
-    assert_int_equal(t->dtype, LD_DTYPE_INT64);
-    assert_int_equal(t->count, n);
-    for (int64_t i = 0; i < n; i++)
-        if (((const int64_t *)t->data)[i] != want[i])
-            fail_msg("element %lld: got %lld, expected %lld", (long long)i,
-                     (long long)((const int64_t *)t->data)[i], (long long)want[i]);
-}
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
 

@@ -54,6 +54,16 @@ void kr_expect_ok(const kr_result *r);
 /* The run failed with `want`; the message names the node and contains substring. */
 void kr_expect_fail(const kr_result *r, ld_status want, const char *substring);
 
+/* Like kr_expect_fail, and the message starts with "node 'node0' (<op>): ". */
+void kr_expect_fail_op(const kr_result *r, ld_status want, const char *op, const char *substring);
+/* t has exactly this shape. */
+void kr_expect_shape(const ld_tensor *t, int rank, const int64_t *dims);
+/* Exact comparison through double (integers up to 2^53, floats exactly, NaN
+ * matches NaN). */
+void kr_expect_values(const ld_tensor *t, const double *want, int64_t n);
+/* t is int64 and equals want. */
+void kr_expect_i64(const ld_tensor *t, const int64_t *want, int64_t n);
+
 /* Deterministic uniform values in [-1, 1). */
 double kr_uniform(void);
 
