@@ -2,11 +2,13 @@
 #include <dlfcn.h>
 #include <string.h>
 
+#include "backends/emulated.h"
 #include "backends/reference.h"
 #include "layerdiff/backend.h"
 
 static const ld_backend_vtable *const builtin_backends[] = {
     &ld_backend_reference,
+    &ld_backend_emulated,
 };
 
 const ld_backend_vtable *const *ld_backend_list(int *n)

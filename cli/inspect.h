@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "layerdiff/engine.h"
 #include "layerdiff/error.h"
 
 typedef enum ld_file_kind {
@@ -27,6 +28,11 @@ ld_status ld_inspect_detect(const char *path, ld_file_kind *kind, ld_error *err)
 /* Loads the ONNX model at path and prints its summary to out. */
 ld_status ld_inspect_model(FILE *out, const char *path, const ld_inspect_options *opts,
                            ld_error *err);
+
+/* Loads the ONNX model at path and prints the emulated engine's precision
+ * plan under cfg (cli/inspect_plan.c); the plan's warnings go to stderr. */
+ld_status ld_inspect_plan(FILE *out, const char *path, const ld_engine_config *cfg,
+                          const ld_inspect_options *opts, ld_error *err);
 
 /* Opens the layerdiff dump at path and prints its runs and tensors to out. */
 ld_status ld_inspect_dump(FILE *out, const char *path, const ld_inspect_options *opts,

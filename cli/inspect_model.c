@@ -467,8 +467,17 @@ static ld_status print_model_json(FILE *out, const char *path, const ld_graph *g
               ld_json_set(param, "count", json_integer(params)) &&
               ld_json_set(param, "bytes", json_integer(bytes)) &&
               ld_json_set(param, "initializers", json_integer(g->n_initializers));
-    for (int i = 0; ok && i < sum->n_counts; i++)
-        ok = ld_json_set(ops, sum->counts[i].op, json_integer(sum->counts[i].count));
+    for (int i = 0; ok && i < sum->n_counts; i++) {
+        /* Keys must be UTF-8 like values; an op type is bytes: fix it up the same
+         * way (two op types that differ only in bad bytes then share a key). */
+        json_t *op = ld_json_string(sum->counts[i].op);
+        const char *key = op ? json_string_value(op) : NULL;
+        json_int_t count = sum->counts[i].count;
+        if (key && json_object_get(ops, key))
+            count += json_integer_value(json_object_get(ops, key));
+        ok = key && ld_json_set(ops, key, json_integer(count));
+        json_decref(op);
+    }
     if (ok && opts->layers)
         ok = ld_json_set(root, "nodes", json_nodes(g));
     ok = ok && ld_json_set(root, "notes", json_incref(notes));

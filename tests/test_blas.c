@@ -137,13 +137,13 @@ static void run_case(const gemm_case *c)
     float *fa = to_float(o.A, o.a_rows * o.lda), *fb = to_float(o.B, o.b_rows * o.ldb);
     float *fc = to_float(dc, nc), *fn = to_float(dc, nc);
     ld_sgemm(c->ta, c->tb, c->M, c->N, c->K, (float)c->alpha, fa, o.lda, fb, o.ldb,
-             (float)c->beta, fc, o.ldc, NULL);
+             (float)c->beta, fc, o.ldc, NULL, NULL);
     check_result(c, &o, ref, fc, true, 0x1p-24);
     ld_sgemm_naive(c->ta, c->tb, c->M, c->N, c->K, (float)c->alpha, fa, o.lda, fb, o.ldb,
                    (float)c->beta, fn, o.ldc);
     check_result(c, &o, ref, fn, true, 0x1p-24);
     ld_dgemm(c->ta, c->tb, c->M, c->N, c->K, c->alpha, o.A, o.lda, o.B, o.ldb, c->beta, dc, o.ldc,
-             NULL);
+             NULL, NULL);
     check_result(c, &o, ref, dc, false, 0x1p-53);
     free(fa);
     free(fb);
@@ -261,9 +261,9 @@ static void test_gemm_threads_bitwise(void **state)
         for (int64_t i = 0; i < K * N; i++)
             B[i] = (float)uniform();
         ld_blas_set_threads(1);
-        ld_sgemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C1, N, NULL);
+        ld_sgemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C1, N, NULL, NULL);
         ld_blas_set_threads(2);
-        ld_sgemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C2, N, NULL);
+        ld_sgemm(false, false, M, N, K, 1.0f, A, K, B, N, 0.0f, C2, N, NULL, NULL);
         assert_memory_equal(C1, C2, (size_t)(M * N) * sizeof *C1);
         free(A), free(B), free(C1), free(C2);
     }
@@ -275,19 +275,19 @@ static void test_gemm_degenerate(void **state)
 {
     (void)state;
     float C[6] = {1, 2, 3, 4, 5, 6}, A[1] = {7}, B[1] = {8};
-    ld_sgemm(false, false, 2, 3, 0, 1.0f, A, 1, B, 3, 0.5f, C, 3, NULL);
+    ld_sgemm(false, false, 2, 3, 0, 1.0f, A, 1, B, 3, 0.5f, C, 3, NULL, NULL);
     for (int i = 0; i < 6; i++)
         assert_true(C[i] == 0.5f * (float)(i + 1));
     C[0] = NAN;
-    ld_sgemm(false, false, 2, 3, 0, 1.0f, A, 1, B, 3, 0.0f, C, 3, NULL);
+    ld_sgemm(false, false, 2, 3, 0, 1.0f, A, 1, B, 3, 0.0f, C, 3, NULL, NULL);
     for (int i = 0; i < 6; i++)
         assert_true(C[i] == 0.0f);
     double D[2] = {3, NAN};
-    ld_dgemm(false, false, 0, 2, 4, 1.0, NULL, 4, NULL, 2, 0.0, D, 2, NULL);
+    ld_dgemm(false, false, 0, 2, 4, 1.0, NULL, 4, NULL, 2, 0.0, D, 2, NULL, NULL);
     assert_true(D[0] == 3 && isnan(D[1]));
     /* alpha == 0 does not read A/B (NaN there must not leak). */
     float An[4] = {NAN, NAN, NAN, NAN}, Bn[4] = {NAN, NAN, NAN, NAN}, Cn[4] = {1, 2, 3, 4};
-    ld_sgemm(false, false, 2, 2, 2, 0.0f, An, 2, Bn, 2, 2.0f, Cn, 2, NULL);
+    ld_sgemm(false, false, 2, 2, 2, 0.0f, An, 2, Bn, 2, 2.0f, Cn, 2, NULL, NULL);
     for (int i = 0; i < 4; i++)
         assert_true(Cn[i] == 2.0f * (float)(i + 1));
 }
@@ -299,11 +299,11 @@ static void test_gemm_known_values(void **state)
     const float A[6] = {1, 2, 3, 4, 5, 6};       /* 2x3 */
     const float B[6] = {7, 8, 9, 10, 11, 12};    /* 3x2 */
     float C[4] = {1, 1, 1, 1};
-    ld_sgemm(false, false, 2, 2, 3, 1.0f, A, 3, B, 2, 1.0f, C, 2, NULL);
+    ld_sgemm(false, false, 2, 2, 3, 1.0f, A, 3, B, 2, 1.0f, C, 2, NULL, NULL);
     assert_true(C[0] == 59 && C[1] == 65 && C[2] == 140 && C[3] == 155);
     /* A^T (3x2 stored) times B^T (2x3 stored). */
     float Ct[9];
-    ld_sgemm(true, true, 3, 3, 2, 1.0f, A, 3, B, 2, 0.0f, Ct, 3, NULL);
+    ld_sgemm(true, true, 3, 3, 2, 1.0f, A, 3, B, 2, 0.0f, Ct, 3, NULL, NULL);
     /* A^T = [[1,4],[2,5],[3,6]], B^T = [[7,9,11],[8,10,12]] */
     const float want[9] = {39, 49, 59, 54, 68, 82, 69, 87, 105};
     for (int i = 0; i < 9; i++)

@@ -7,9 +7,20 @@
  * with two passes (mean first, then the squared deviations: no
  * E[x^2] - E[x]^2 cancellation), and every output element is computed in
  * double from its float input and rounded once: y = (x - mean) * a + b with
- * a = scale / sqrt(var + epsilon) per channel. float64 works in double. */
+ * a = scale / sqrt(var + epsilon) per channel. float64 works in double.
+ *
+ * float32 in a layer of reduced precision (the emulated engine's fp16, bf16,
+ * tf32 layers) follows the engine instead: float arithmetic, statistics with
+ * an ld_accum (backends/accumulate.h: float accumulators in index order, or
+ * every partial sum rounded with accumulate-half) and, when accumulating in
+ * half, every intermediate held in the layer precision (V below). The
+ * formulas are at each *_reduced function. BatchNormalization in inference
+ * accumulates nothing and keeps the reference arithmetic; LRN, LpNormalization,
+ * InstanceNormalization, LayerNormalization and MeanVarianceNormalization
+ * have reduced paths. */
 #include <math.h>
 
+#include "backends/accumulate.h"
 #include "backends/kernels/kernel_util.h"
 #include "backends/kernels/kernels.h"
 #include "backends/kernels/reduce_util.h"
@@ -45,6 +56,40 @@
 
 NORM_DEFINE(f32, float)
 NORM_DEFINE(f64, double)
+
+/* --- reduced precision (float32 data) --------------------------------------------------- */
+
+#define V(ac, v) ld_accum_value(ac, v)
+
+/* mean = V(sum x / n), var = V(sum d^2 / n) with d = V(x - mean): two passes,
+ * each an ld_accum sum in index order (the squares as multiply-add steps). */
+static void stats_reduced(const ld_accum *ac, const float *x, int64_t n, float *mean,
+                          float *var)
+{
+    float s = 0.0f, q = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        s = ld_accum_add(ac, s, x[i]);
+    float m = V(ac, n ? s / (float)n : 0.0f);
+    for (int64_t i = 0; i < n; i++) {
+        float d = V(ac, x[i] - m);
+        q = ld_accum_fma(ac, q, d, d);
+    }
+    *mean = m;
+    *var = V(ac, n ? q / (float)n : 0.0f);
+}
+
+/* V(1 / V(sqrt(V(var + epsilon)))) */
+static float inv_std_reduced(const ld_accum *ac, float var, float epsilon)
+{
+    return V(ac, 1.0f / V(ac, sqrtf(V(ac, var + epsilon))));
+}
+
+static ld_accum accum_of(const ld_kernel_ctx *ctx, const ld_tensor *x)
+{
+    ld_accum ac = ld_accum_make(ctx->numerics, ctx->counters);
+    ac.reduced = ac.reduced && x->dtype == LD_DTYPE_FLOAT32;
+    return ac;
+}
 
 static bool is_f64(const ld_tensor *t)
 {
@@ -271,6 +316,17 @@ static ld_status in_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
     return st;
 }
 
+/* a = V(scale * inv_std), y = V(V(x - mean) * a) + b */
+static void in_row_reduced(const ld_accum *ac, const float *x, float *y, int64_t n,
+                           float epsilon, float scale, float b)
+{
+    float mean, var;
+    stats_reduced(ac, x, n, &mean, &var);
+    float a = V(ac, scale * inv_std_reduced(ac, var, epsilon));
+    for (int64_t i = 0; i < n; i++)
+        y[i] = V(ac, V(ac, x[i] - mean) * a) + b;
+}
+
 static ld_status in_compute(ld_kernel_ctx *ctx)
 {
     const ld_tensor *x = ctx->inputs[0], *scale = ctx->inputs[1], *bias = ctx->inputs[2];
@@ -281,10 +337,16 @@ static ld_status in_compute(ld_kernel_ctx *ctx)
         return st;
     int64_t N, C, S;
     bn_layout(x, &N, &C, &S);
+    ld_accum ac = accum_of(ctx, x);
     int nt = x->count >= NORM_PARALLEL_WORK ? ctx->threads : 1;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t nc = 0; nc < N * C; nc++) {
         int64_t c = nc % C;
+        if (ac.reduced) {
+            in_row_reduced(&ac, (const float *)x->data + nc * S, (float *)y->data + nc * S, S,
+                           epsilon, (float)at(scale, c), (float)at(bias, c));
+            continue;
+        }
         double mean, var;
         row_stats(x, nc * S, S, &mean, &var);
         double a = at(scale, c) / sqrt(var + (double)epsilon);
@@ -370,6 +432,22 @@ static ld_status ln_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
     return LD_OK;
 }
 
+/* y = V(V(V(x - mean) * inv_std) * scale) + b; Mean and InvStdDev outputs as held. */
+static void ln_row_reduced(const ld_accum *ac, const float *x, float *y, int64_t n,
+                           float epsilon, const double *scale, const double *b,
+                           float *mean_out, float *inv_out)
+{
+    float mean, var;
+    stats_reduced(ac, x, n, &mean, &var);
+    float inv = inv_std_reduced(ac, var, epsilon);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = V(ac, V(ac, V(ac, x[i] - mean) * inv) * (float)scale[i]) + (float)b[i];
+    if (mean_out)
+        *mean_out = mean;
+    if (inv_out)
+        *inv_out = inv;
+}
+
 static ld_status ln_compute(ld_kernel_ctx *ctx)
 {
     const ld_tensor *x = ctx->inputs[0], *bias = ld_kin(ctx, 2);
@@ -393,9 +471,17 @@ static ld_status ln_compute(ld_kernel_ctx *ctx)
         st = ln_expand(ctx, bias, "B", &norm, inner, b);
     if (st != LD_OK)
         goto out;
+    ld_accum ac = accum_of(ctx, x);
     int nt = x->count >= NORM_PARALLEL_WORK ? ctx->threads : 1;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t o = 0; o < outer; o++) {
+        if (ac.reduced) {
+            ln_row_reduced(&ac, (const float *)x->data + o * inner,
+                           (float *)y->data + o * inner, inner, epsilon, scale, b,
+                           mean_out ? (float *)mean_out->data + o : NULL,
+                           inv_out ? (float *)inv_out->data + o : NULL);
+            continue;
+        }
         double mean, var;
         row_stats(x, o * inner, inner, &mean, &var);
         double inv = 1.0 / sqrt(var + (double)epsilon);
@@ -434,6 +520,30 @@ static ld_status lrn_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
     return ld_infer_like_input0(ctx, outs);
 }
 
+/* sq = sum over the window, in channel order, of x^2 (multiply-add steps);
+ * y = x / pow(V(bias + V(k * sq)), beta). sq: scratch of S floats. */
+static void lrn_reduced(const ld_accum *ac, const float *x, float *y, int64_t N, int64_t C,
+                        int64_t S, int64_t before, int64_t after, float k, float bias,
+                        float beta, float *sq)
+{
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++) {
+            int64_t lo = c - before < 0 ? 0 : c - before;
+            int64_t hi = c + after > C - 1 ? C - 1 : c + after;
+            for (int64_t s = 0; s < S; s++)
+                sq[s] = 0.0f;
+            for (int64_t i = lo; i <= hi; i++)
+                for (int64_t s = 0; s < S; s++) {
+                    float v = x[(n * C + i) * S + s];
+                    sq[s] = ld_accum_fma(ac, sq[s], v, v);
+                }
+            for (int64_t s = 0; s < S; s++) {
+                int64_t e = (n * C + c) * S + s;
+                y[e] = x[e] / powf(V(ac, bias + V(ac, k * sq[s])), beta);
+            }
+        }
+}
+
 /* y[n, c, s] = x / (bias + alpha / size * sum_{i in window(c)} x[n, i, s]^2)^beta */
 static ld_status lrn_compute(ld_kernel_ctx *ctx)
 {
@@ -457,6 +567,13 @@ static ld_status lrn_compute(ld_kernel_ctx *ctx)
         return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
     int64_t before = (size - 1) / 2, after = size / 2; /* floor and ceil of (size-1)/2 */
     double k = (double)alpha / (double)size;
+    ld_accum ac = accum_of(ctx, x);
+    if (ac.reduced) {
+        lrn_reduced(&ac, x->data, y->data, N, C, S, before, after, (float)k, bias, beta,
+                    (float *)sq);
+        free(sq);
+        return LD_OK;
+    }
     for (int64_t n = 0; n < N; n++) {
         for (int64_t c = 0; c < C; c++) {
             int64_t lo = c - before < 0 ? 0 : c - before;
@@ -512,6 +629,26 @@ static ld_status lp_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
     return st != LD_OK ? st : ld_infer_like_input0(ctx, outs);
 }
 
+/* norm = sum |x| (p = 1) or V(sqrt(sum x^2)) (p = 2, multiply-add steps),
+ * in axis order; y = x / norm (0 for a zero norm). */
+static void lp_reduced(const ld_accum *ac, const float *x, float *y, int64_t p, int64_t outer,
+                       int64_t n, int64_t inner)
+{
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const float *xv = x + o * n * inner + i;
+            float *yv = y + o * n * inner + i;
+            float norm = 0.0f;
+            for (int64_t k = 0; k < n; k++)
+                norm = p == 1 ? ld_accum_add(ac, norm, fabsf(xv[k * inner]))
+                              : ld_accum_fma(ac, norm, xv[k * inner], xv[k * inner]);
+            if (p == 2)
+                norm = V(ac, sqrtf(norm));
+            for (int64_t k = 0; k < n; k++)
+                yv[k * inner] = norm == 0 ? 0.0f : xv[k * inner] / norm;
+        }
+}
+
 /* y = x / ||x||_p along the axis; an all-zero vector stays zero. */
 static ld_status lp_compute(ld_kernel_ctx *ctx)
 {
@@ -521,6 +658,11 @@ static ld_status lp_compute(ld_kernel_ctx *ctx)
     ld_status st = lp_params(ctx, &p, &outer, &n, &inner);
     if (st != LD_OK)
         return st;
+    ld_accum ac = accum_of(ctx, x);
+    if (ac.reduced) {
+        lp_reduced(&ac, x->data, y->data, p, outer, n, inner);
+        return LD_OK;
+    }
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t i = 0; i < inner; i++) {
             int64_t base = o * n * inner + i;
@@ -596,6 +738,42 @@ static void mvn_pass(int pass, const ld_reduce_plan *plan, const ld_tensor *x, l
     }
 }
 
+/* The three passes of mvn_pass in float: mean = V(sum x / g), d = V(x - mean),
+ * scale = V(1 / V(V(sqrt(V(sum d^2 / g))) + 1e-9)), y = d * scale. */
+static void mvn_pass_reduced(const ld_accum *ac, int pass, const ld_reduce_plan *plan,
+                             const float *x, float *y, float *mean, float *scale)
+{
+    ld_reduce_rows it;
+    ld_reduce_rows_init(&it, plan);
+    while (ld_reduce_rows_next(&it)) {
+        for (int64_t i = 0; i < it.row_len; i++) {
+            int64_t o = it.out_off + (it.row_reduced ? 0 : i), e = it.in_off + i;
+            if (pass == 0) {
+                mean[o] = ld_accum_add(ac, mean[o], x[e]);
+                continue;
+            }
+            float d = V(ac, x[e] - mean[o]);
+            if (pass == 1)
+                scale[o] = ld_accum_fma(ac, scale[o], d, d);
+            else
+                y[e] = d * scale[o];
+        }
+    }
+}
+
+static void mvn_reduced(const ld_accum *ac, const ld_reduce_plan *plan, const float *x,
+                        float *y, float *mean)
+{
+    float *scale = mean + plan->out_count, g = (float)plan->group;
+    mvn_pass_reduced(ac, 0, plan, x, NULL, mean, scale);
+    for (int64_t o = 0; o < plan->out_count; o++)
+        mean[o] = V(ac, mean[o] / g);
+    mvn_pass_reduced(ac, 1, plan, x, NULL, mean, scale);
+    for (int64_t o = 0; o < plan->out_count; o++)
+        scale[o] = V(ac, 1.0f / V(ac, V(ac, sqrtf(V(ac, scale[o] / g))) + 1e-9f));
+    mvn_pass_reduced(ac, 2, plan, x, y, mean, scale);
+}
+
 static ld_status mvn_compute(ld_kernel_ctx *ctx)
 {
     ld_reduce_plan plan;
@@ -605,6 +783,12 @@ static ld_status mvn_compute(ld_kernel_ctx *ctx)
     double *mean = calloc((size_t)plan.out_count * 2, sizeof *mean);
     if (!mean)
         return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
+    ld_accum ac = accum_of(ctx, ctx->inputs[0]);
+    if (ac.reduced) { /* 2 * out_count floats of zero fit in the zeroed doubles */
+        mvn_reduced(&ac, &plan, ctx->inputs[0]->data, ctx->outputs[0]->data, (float *)mean);
+        free(mean);
+        return LD_OK;
+    }
     double *scale = mean + plan.out_count, g = (double)plan.group;
     mvn_pass(0, &plan, ctx->inputs[0], NULL, mean, scale);
     for (int64_t o = 0; o < plan.out_count; o++)

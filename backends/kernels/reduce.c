@@ -23,10 +23,16 @@
  *   (the type's minimum for integers) for Max, +inf (maximum) for Min,
  *   -inf for LogSum/LogSumExp, NaN for a float Mean (0/0), 0 for an
  *   integer Mean.
+ * - float32 in a layer of reduced precision (the emulated engine's tf32,
+ *   fp16, bf16 layers; ld_accum_make): a float accumulator per output, one
+ *   term at a time in increasing input position (backends/accumulate.h:
+ *   fp32 accumulation, or every partial sum rounded with accumulate-half),
+ *   terms and post-processing (mean, sqrt, log, exp) in float.
  * Every output element accumulates its inputs in the same order whatever the
  * path or thread count, so results are deterministic. */
 #include <math.h>
 
+#include "backends/accumulate.h"
 #include "backends/kernels/kernel_util.h"
 #include "backends/kernels/kernels.h"
 #include "backends/kernels/reduce_util.h"
@@ -55,6 +61,7 @@ static const red_kind red_kinds[] = {
 typedef union red_acc {
     double d;
     uint64_t u;
+    float f;    /* reduced-precision float32 layers */
 } red_acc;
 
 typedef struct red_job {
@@ -65,6 +72,7 @@ typedef struct red_job {
                             (integer L2/LogSum) */
     int64_t group;       /* inputs per output */
     bool is_unsigned;    /* integer class: the int64 values are uint64 bits */
+    const ld_accum *accum; /* reduced-precision class: how to accumulate */
 } red_job;
 
 typedef struct red_class {
@@ -252,6 +260,76 @@ static void f64_finish(const red_job *j, const red_acc *acc, const double *c, in
 
 static const red_class f32_class = {float_init, f32_inner, f32_outer, f32_finish};
 static const red_class f64_class = {float_init, f64_inner, f64_outer, f64_finish};
+
+/* --- float32 in a reduced-precision layer ----------------------------------------- */
+
+static void f32r_init(const red_job *j, red_acc *acc, double *c, int64_t n)
+{
+    float v = (float)float_identity(j->op);
+    for (int64_t i = 0; i < n; i++)
+        acc[i].f = v;
+}
+
+static inline float f32r_lse_shift(float m)
+{
+    return isfinite(m) ? m : 0.0f;
+}
+
+/* One step of accumulator a with input v; m is the LogSumExp shift. The
+ * exp term is what a half kernel holds: x - shift and exp each rounded. */
+static inline float f32r_step(const red_job *j, float a, float v, float m)
+{
+    const ld_accum *ac = j->accum;
+    switch (j->op) {
+    case OP_SUM: return ld_accum_add(ac, a, v);
+    case OP_SUMSQ: return ld_accum_fma(ac, a, v, v);
+    case OP_L1: return ld_accum_add(ac, a, fabsf(v));
+    case OP_EXPSUM:
+        return ld_accum_add(ac, a, ld_accum_value(ac, expf(ld_accum_value(ac, v - m))));
+    case OP_PROD: return ld_accum_mul(ac, a, v);
+    case OP_MAX: return (float)max_nan(a, v);
+    case OP_MIN: return (float)min_nan(a, v);
+    }
+    return a;
+}
+
+static void f32r_inner(const red_job *j, red_acc *acc, double *c, int64_t in_off, int64_t n,
+                       int64_t out_off)
+{
+    const float *x = (const float *)j->x + in_off;
+    float m = j->op == OP_EXPSUM ? f32r_lse_shift(((const float *)j->y)[out_off]) : 0.0f;
+    float a = acc->f;
+    for (int64_t i = 0; i < n; i++)
+        a = f32r_step(j, a, x[i], m);
+    acc->f = a;
+}
+
+static void f32r_outer(const red_job *j, red_acc *acc, double *c, int64_t in_off, int64_t n,
+                       int64_t out_off)
+{
+    const float *x = (const float *)j->x + in_off, *y = (const float *)j->y + out_off;
+    for (int64_t i = 0; i < n; i++)
+        acc[i].f = f32r_step(j, acc[i].f, x[i], j->op == OP_EXPSUM ? f32r_lse_shift(y[i]) : 0);
+}
+
+static void f32r_finish(const red_job *j, const red_acc *acc, const double *c, int64_t n,
+                        int64_t out_off)
+{
+    float *y = (float *)j->y + out_off;
+    for (int64_t i = 0; i < n; i++) {
+        float v = acc[i].f;
+        switch (j->post) {
+        case POST_MEAN: v = v / (float)j->group; break;
+        case POST_SQRT: v = sqrtf(v); break;
+        case POST_LOG: v = logf(v); break;
+        case POST_LSE: v = f32r_lse_shift(y[i]) + logf(v); break;
+        case POST_NONE: break;
+        }
+        y[i] = v;
+    }
+}
+
+static const red_class f32r_class = {f32r_init, f32r_inner, f32r_outer, f32r_finish};
 
 /* --- integer class ---------------------------------------------------------------- */
 
@@ -676,10 +754,11 @@ static ld_status red_compute(ld_kernel_ctx *ctx)
     }
     ld_reduce_plan p;
     ld_reduce_plan_init(&p, &x->shape, reduced);
+    ld_accum accum = ld_accum_make(ctx->numerics, ctx->counters);
     red_job j = {.op = s->kind.op, .post = s->kind.post, .x = x->data, .y = y->data,
-                 .group = p.group};
+                 .group = p.group, .accum = &accum};
     if (x->dtype == LD_DTYPE_FLOAT32)
-        return run_reduction(ctx, &f32_class, j, &p);
+        return run_reduction(ctx, accum.reduced ? &f32r_class : &f32_class, j, &p);
     if (x->dtype == LD_DTYPE_FLOAT64)
         return run_reduction(ctx, &f64_class, j, &p);
     return red_compute_int(ctx, j, &p);

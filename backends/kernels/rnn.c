@@ -292,6 +292,7 @@ typedef struct step_args {
     void *scratch;        /* [batch, hidden] */
     const uint8_t *active;
     const ld_layer_numerics *numerics;
+    ld_layer_counters *counters;
 } step_args;
 
 #define DEFINE_RNN_MATH(T, SFX, GEMM)                                                         \
@@ -339,11 +340,11 @@ typedef struct step_args {
                                                                                               \
     static void gemm_nt_##SFX(int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,    \
                               const void *b, int64_t ldb, double beta, void *c, int64_t ldc,  \
-                              const ld_layer_numerics *num)                                   \
+                              const ld_layer_numerics *num, ld_layer_counters *cnt)           \
     {                                                                                         \
         if (m && n)                                                                           \
             GEMM(false, true, m, n, k, 1, (const T *)a, lda, (const T *)b, ldb, (T)beta,      \
-                 (T *)c, ldc, num);                                                           \
+                 (T *)c, ldc, num, cnt);                                                      \
     }                                                                                         \
                                                                                               \
     static void gru_rows_##SFX(const step_args *a, T *g, T *h, T *tmp, int64_t gh)            \
@@ -371,7 +372,8 @@ typedef struct step_args {
         const int64_t H = a->hidden, gh = 3 * H;                                              \
         T *g = a->gates, *h = a->h, *tmp = a->scratch;                                        \
         const T *R = a->R, *Rbh = a->Rbh;                                                     \
-        gemm_nt_##SFX(a->batch, 2 * H, H, h, H, R, H, 1, g, gh, a->numerics);                 \
+        gemm_nt_##SFX(a->batch, 2 * H, H, h, H, R, H, 1, g, gh, a->numerics,                  \
+                      a->counters);                                                           \
         for (int64_t b = 0; b < a->batch; b++) {                                              \
             if (!a->active[b])                                                                \
                 continue;                                                                     \
@@ -379,7 +381,8 @@ typedef struct step_args {
             act_##SFX(&s->act[a->dir][0], g + b * gh, 2 * H);                                 \
         }                                                                                     \
         if (s->linear_before_reset) { /* tmp = H * Rh^T + Rbh, times r later */               \
-            gemm_nt_##SFX(a->batch, H, H, h, H, R + 2 * H * H, H, 0, tmp, H, a->numerics);    \
+            gemm_nt_##SFX(a->batch, H, H, h, H, R + 2 * H * H, H, 0, tmp, H, a->numerics,     \
+                          a->counters);                                                       \
             for (int64_t b = 0; b < a->batch; b++)                                            \
                 for (int64_t j = 0; j < H; j++)                                               \
                     tmp[b * H + j] += Rbh ? Rbh[j] : (T)0;                                    \
@@ -388,7 +391,7 @@ typedef struct step_args {
                 for (int64_t j = 0; j < H; j++)                                               \
                     tmp[b * H + j] = a->active[b] ? g[b * gh + H + j] * h[b * H + j] : (T)0;  \
             gemm_nt_##SFX(a->batch, H, H, tmp, H, R + 2 * H * H, H, 1, g + 2 * H, gh,         \
-                          a->numerics);                                                       \
+                          a->numerics, a->counters);                                          \
         }                                                                                     \
         gru_rows_##SFX(a, g, h, tmp, gh);                                                     \
     }                                                                                         \
@@ -437,7 +440,8 @@ typedef struct step_args {
             gru_step_##SFX(a);                                                                \
             return;                                                                           \
         }                                                                                     \
-        gemm_nt_##SFX(a->batch, gh, H, h, H, a->R, H, 1, g, gh, a->numerics);                 \
+        gemm_nt_##SFX(a->batch, gh, H, h, H, a->R, H, 1, g, gh, a->numerics,                  \
+                      a->counters);                                                           \
         for (int64_t b = 0; b < a->batch; b++) {                                              \
             if (!a->active[b])                                                                \
                 continue;                                                                     \
@@ -457,7 +461,8 @@ DEFINE_RNN_MATH(double, f64, ld_dgemm)
 typedef struct rnn_ops {
     size_t elem;
     void (*gemm_nt)(int64_t m, int64_t n, int64_t k, const void *a, int64_t lda, const void *b,
-                    int64_t ldb, double beta, void *c, int64_t ldc, const ld_layer_numerics *num);
+                    int64_t ldb, double beta, void *c, int64_t ldc, const ld_layer_numerics *num,
+                    ld_layer_counters *cnt);
     void (*bias_rows)(void *rows, int64_t n, int64_t width, const void *wb, const void *rb,
                       int64_t rb_width);
     void (*step)(const step_args *a);
@@ -579,7 +584,7 @@ static void run_direction(ld_kernel_ctx *ctx, rnn_work *w, int dir)
     bool split_rbh = s->cell == CELL_GRU && s->linear_before_reset;
     w->ops->gemm_nt(d->seq * d->batch, d->gh, d->input, w->x, d->input,
                     (const char *)W->data + (size_t)(dir * d->gh * d->input) * e, d->input, 0,
-                    w->xw, d->gh, ctx->numerics);
+                    w->xw, d->gh, ctx->numerics, ctx->counters);
     if (bias)
         w->ops->bias_rows(w->xw, d->seq * d->batch, d->gh, bias, bias + gh_bytes,
                           split_rbh ? 2 * d->hidden : d->gh);
@@ -590,7 +595,7 @@ static void run_direction(ld_kernel_ctx *ctx, rnn_work *w, int dir)
         .Rbh = split_rbh && bias ? bias + gh_bytes + 2 * h_bytes : NULL,
         .P = P ? (const char *)P->data + (size_t)(dir * 3 * d->hidden) * e : NULL,
         .gates = w->gates, .h = w->h, .c = w->c, .scratch = w->scratch, .active = w->active,
-        .numerics = ctx->numerics,
+        .numerics = ctx->numerics, .counters = ctx->counters,
     };
     for (int64_t step = 0; step < d->seq; step++) {
         bool any = false;

@@ -5,8 +5,12 @@
  * float32 (ArgMax's order is unchanged); CumSum then accumulates in float32
  * one addition at a time along the axis, as ONNX Runtime's CPU provider does,
  * and the executor rounds the result back. Integers wrap on overflow. The
- * loops run outer x axis x inner with the inner axis innermost (contiguous). */
+ * loops run outer x axis x inner with the inner axis innermost (contiguous).
+ * In a layer that accumulates in half (backends/accumulate.h), every float32
+ * partial sum, i.e. every output, is rounded to the layer precision. */
 #include <inttypes.h>
+
+#include "backends/accumulate.h"
 
 #include "backends/kernels/kernels.h"
 #include "backends/kernels/shape_util.h"
@@ -172,6 +176,7 @@ static ld_status cumsum_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
         }                                                                               \
     } while (0)
 #define FADD (a + b)
+#define HALF_ADD ld_accum_add(&ac, a, b)
 #define WRAP_ADD(T) (T)((uint64_t)a + (uint64_t)b)
 
 static ld_status cumsum_compute(ld_kernel_ctx *ctx)
@@ -189,8 +194,14 @@ static ld_status cumsum_compute(ld_kernel_ctx *ctx)
         return st;
     int64_t outer = ld_dims_product(x->shape.dims, 0, axis), dim = x->shape.dims[axis];
     int64_t inner = ld_dims_product(x->shape.dims, axis + 1, x->shape.rank);
+    ld_accum ac = ld_accum_make(ctx->numerics, ctx->counters);
     switch (x->dtype) {
-    case LD_DTYPE_FLOAT32: CUMSUM(float, FADD); break;
+    case LD_DTYPE_FLOAT32:
+        if (ac.half)
+            CUMSUM(float, HALF_ADD);
+        else
+            CUMSUM(float, FADD);
+        break;
     case LD_DTYPE_FLOAT64: CUMSUM(double, FADD); break;
     case LD_DTYPE_INT8: CUMSUM(int8_t, WRAP_ADD(int8_t)); break;
     case LD_DTYPE_UINT8: CUMSUM(uint8_t, WRAP_ADD(uint8_t)); break;

@@ -11,9 +11,14 @@
  * (expf) and sums the exponentials in double, then each output is rounded
  * once (Softmax: e * (1 / sum); LogSoftmax: (x - max) - log(sum) in double).
  * float64 works in double throughout. The losses compute everything (the
- * log-softmax of SoftmaxCrossEntropyLoss included) in double and round once. */
+ * log-softmax of SoftmaxCrossEntropyLoss included) in double and round once.
+ * Softmax and LogSoftmax in a layer of reduced precision (float32 data) run
+ * sm_run_reduced instead: float throughout, the sum with an ld_accum
+ * (backends/accumulate.h), intermediates held in the layer precision when
+ * accumulating in half. */
 #include <math.h>
 
+#include "backends/accumulate.h"
 #include "backends/kernels/kernel_util.h"
 #include "backends/kernels/kernels.h"
 
@@ -137,6 +142,55 @@ static inline double sm_max_nan(double a, double v)
 SM_DEFINE(f32, float, expf)
 SM_DEFINE(f64, double, exp)
 
+/* Softmax / LogSoftmax of a reduced-precision layer on `w` columns (the
+ * axis has n elements `inner` apart), with V = ld_accum_value (identity
+ * unless accumulating in half):
+ *   m = max x;  e_r = V(exp(V(x_r - m)));  sum = e_0 + e_1 + ... (ld_accum_add, in order)
+ *   Softmax: y_r = e_r * V(1 / sum);  LogSoftmax: y_r = V(x_r - m) - V(log(sum)). */
+static void sm_tile_reduced(sm_kind kind, const ld_accum *ac, const float *x, float *y,
+                            int64_t n, int64_t inner, int64_t w)
+{
+    float m[SM_TILE], sum[SM_TILE];
+    for (int64_t i = 0; i < w; i++) {
+        m[i] = -INFINITY;
+        sum[i] = 0.0f;
+    }
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t i = 0; i < w; i++)
+            m[i] = (float)sm_max_nan(m[i], x[r * inner + i]);
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t i = 0; i < w; i++) {
+            float e = ld_accum_value(ac, expf(ld_accum_value(ac, x[r * inner + i] - m[i])));
+            sum[i] = ld_accum_add(ac, sum[i], e);
+            if (kind == SM_SOFTMAX)
+                y[r * inner + i] = e;
+        }
+    for (int64_t i = 0; i < w; i++)
+        sum[i] = ld_accum_value(ac, kind == SM_SOFTMAX ? 1.0f / sum[i] : logf(sum[i]));
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t i = 0; i < w; i++) {
+            float *yr = y + r * inner + i;
+            if (kind == SM_SOFTMAX)
+                *yr = *yr * sum[i];
+            else
+                *yr = ld_accum_value(ac, x[r * inner + i] - m[i]) - sum[i];
+        }
+}
+
+static void sm_run_reduced(sm_kind kind, const ld_accum *ac, const float *x, float *y,
+                           int64_t outer, int64_t n, int64_t inner, int threads)
+{
+    int64_t tiles = (inner + SM_TILE - 1) / SM_TILE;
+    int nt = outer * tiles > 1 && outer * n * inner >= SM_PARALLEL_WORK ? threads : 1;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t task = 0; task < outer * tiles; task++) {
+        int64_t o = task / tiles, col = (task % tiles) * SM_TILE;
+        int64_t base = o * n * inner + col;
+        sm_tile_reduced(kind, ac, x + base, y + base, n, inner,
+                        inner - col < SM_TILE ? inner - col : SM_TILE);
+    }
+}
+
 /* --- Softmax, LogSoftmax, Hardmax -------------------------------------------------------- */
 
 typedef struct sm_state {
@@ -209,7 +263,11 @@ static ld_status sm_compute(ld_kernel_ctx *ctx)
     ld_status st = sm_layout(ctx, &outer, &n, &inner);
     if (st != LD_OK || x->count == 0)
         return st;
-    if (x->dtype == LD_DTYPE_FLOAT32)
+    ld_accum ac = ld_accum_make(ctx->numerics, ctx->counters);
+    if (x->dtype == LD_DTYPE_FLOAT32 && ac.reduced && s->kind != SM_HARDMAX)
+        sm_run_reduced(s->kind, &ac, x->data, ctx->outputs[0]->data, outer, n, inner,
+                       ctx->threads);
+    else if (x->dtype == LD_DTYPE_FLOAT32)
         sm_run_f32(s->kind, x->data, ctx->outputs[0]->data, outer, n, inner, ctx->threads);
     else
         sm_run_f64(s->kind, x->data, ctx->outputs[0]->data, outer, n, inner, ctx->threads);

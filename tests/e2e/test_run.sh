@@ -331,7 +331,7 @@ bad_case "--load-inputs names no input" "the model has no input named like the p
 bad_case "--load-inputs file missing" "cannot open 'npy/none.npy'" ident.onnx --load-inputs x:npy/none.npy,ids:npy/ids.npy
 bad_case "--load-inputs single file, two inputs" "one file can feed only a model with one input, this one has 2" ident.onnx --load-inputs one.npy
 bad_case "--load-inputs with --seed" "--load-inputs cannot be combined with --seed or --val-range" ident.onnx --load-inputs npy --seed 3
-bad_case "unknown backend" "unknown backend 'fast' (available: reference)" ident.onnx --input-shapes batch:1 --backends reference,fast
+bad_case "unknown backend" "unknown backend 'fast' (available: reference, emulated)" ident.onnx --input-shapes batch:1 --backends reference,fast
 bad_case "backend twice" "--backends lists 'reference' twice" ident.onnx --input-shapes batch:1 --backends reference,reference
 bad_case "--val-range reversed" "--val-range: expected [LO,HI] or NAME:[LO,HI] with finite LO <= HI, got '[1,0]'" ident.onnx --input-shapes batch:1 --val-range '[1,0]'
 bad_case "--val-range without brackets" "--val-range '0,1': expected [LO,HI] or NAME:[LO,HI] with finite LO <= HI, got '0'" ident.onnx --input-shapes batch:1 --val-range 0,1

@@ -1,0 +1,211 @@
+/* layerdiff — rounding with counting for the emulated backend (see
+ * emulated_count.h). The values always come from the rounding library
+ * (ld_round_array), except for the one hot case, fp16 without flushing on
+ * an AVX-512 CPU, which rounds and counts in one pass with vcvtps2ph /
+ * vcvtph2ps: the instructions (and rounding immediate) the library's own
+ * AVX-512 code uses, so the values are the library's to the bit
+ * (tests/test_emulated.c compares them on many values). */
+#include "backends/emulated_count.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+/* Elements per task: small enough to split a layer over threads, and
+ * 32-bit counters per chunk cannot overflow. */
+#define CHUNK ((int64_t)1 << 16)
+/* Below this a tensor is counted on one thread. */
+#define PARALLEL_MIN ((int64_t)1 << 18)
+/* In-place rounding keeps the values before rounding here, this many at a time. */
+#define STACK_COPY 2048
+
+static bool simd_enabled(void)
+{
+    return strstr(ld_round_cpu_features(), "using avx512") != NULL;
+}
+
+static inline uint32_t abs_bits(const float *p)
+{
+    uint32_t u;
+    memcpy(&u, p, sizeof u);
+    return u & 0x7FFFFFFFu;
+}
+
+static uint32_t min_normal_bits(ld_precision p)
+{
+    return p == LD_PRECISION_FP16 ? 0x38800000u : 0x00800000u;
+}
+
+static void add_tally(ld_emu_tally *t, uint32_t ov, uint32_t un, uint32_t sub, uint32_t inf,
+                      uint32_t nan)
+{
+    t->overflows += ov, t->underflows += un, t->subnormals += sub;
+    t->src_infs += inf, t->src_nans += nan;
+}
+
+/* --- counting a rounding (src -> after, both fp32) ------------------------------------- */
+
+static void count_pair_portable(const float *src, const float *after, int64_t m,
+                                uint32_t min_normal, ld_emu_tally *t)
+{
+    uint32_t ov = 0, un = 0, sub = 0, inf = 0, nan = 0;
+    for (int64_t i = 0; i < m; i++) {
+        uint32_t a = abs_bits(&src[i]), r = abs_bits(&after[i]);
+        ov += (r == 0x7F800000u) & (a < 0x7F800000u);
+        un += (r == 0) & (a != 0);
+        sub += (r - 1u) < min_normal - 1u;
+        inf += a == 0x7F800000u;
+        nan += a > 0x7F800000u;
+    }
+    add_tally(t, ov, un, sub, inf, nan);
+}
+
+#define AVX512 __attribute__((target("avx512f")))
+
+/* Counts 16 lanes into vector counters (a = |src| bits, r = |result| bits,
+ * 32-bit lanes): masked increments, no mask-to-integer traffic in the loop. */
+#define COUNT16(a, r, r_inf, r_min_normal)                                                  \
+    do {                                                                                    \
+        __mmask16 src_inf_ = _mm512_cmpeq_epi32_mask(a, f32_inf);                           \
+        __mmask16 src_nan_ = _mm512_cmpgt_epu32_mask(a, f32_inf);                           \
+        __mmask16 ov_ = _mm512_mask_cmpeq_epi32_mask(                                       \
+            _mm512_cmplt_epu32_mask(a, f32_inf), r, r_inf);                                 \
+        __mmask16 un_ = _mm512_mask_cmpneq_epi32_mask(_mm512_cmpeq_epi32_mask(r, zero), a, zero); \
+        __mmask16 sub_ = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(r, one), r_min_normal);   \
+        v_ov = _mm512_mask_add_epi32(v_ov, ov_, v_ov, one);                                 \
+        v_un = _mm512_mask_add_epi32(v_un, un_, v_un, one);                                 \
+        v_sub = _mm512_mask_add_epi32(v_sub, sub_, v_sub, one);                             \
+        v_inf = _mm512_mask_add_epi32(v_inf, src_inf_, v_inf, one);                         \
+        v_nan = _mm512_mask_add_epi32(v_nan, src_nan_, v_nan, one);                         \
+    } while (0)
+
+/* Lanes worth counting: a result that is +-inf, NaN or subnormal, or zero
+ * from a nonzero value (an infinite or NaN source gives an infinite or NaN
+ * result). Most blocks have none. */
+#define SPECIAL16(a, r, r_inf, r_min_normal)                                                \
+    (_mm512_cmplt_epu32_mask(_mm512_sub_epi32(r, one), r_min_normal) |                      \
+     _mm512_cmpge_epu32_mask(r, r_inf) |                                                    \
+     _mm512_mask_cmpneq_epi32_mask(_mm512_cmpeq_epi32_mask(r, zero), a, zero))
+
+#define COUNTERS_INIT                                                                       \
+    __m512i v_ov = _mm512_setzero_si512(), v_un = v_ov, v_sub = v_ov, v_inf = v_ov, v_nan = v_ov
+#define COUNTERS_ADD(t)                                                                     \
+    add_tally(t, (uint32_t)_mm512_reduce_add_epi32(v_ov), (uint32_t)_mm512_reduce_add_epi32(v_un), \
+              (uint32_t)_mm512_reduce_add_epi32(v_sub), (uint32_t)_mm512_reduce_add_epi32(v_inf), \
+              (uint32_t)_mm512_reduce_add_epi32(v_nan))
+
+AVX512 static void count_pair_avx512(const float *src, const float *after, int64_t m,
+                                     uint32_t min_normal, ld_emu_tally *t)
+{
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), f32_inf = _mm512_set1_epi32(0x7F800000);
+    const __m512i r_min = _mm512_set1_epi32((int)min_normal - 1), zero = _mm512_setzero_si512();
+    const __m512i one = _mm512_set1_epi32(1);
+    COUNTERS_INIT;
+    int64_t i = 0;
+    for (; i + 16 <= m; i += 16) {
+        __m512i a = _mm512_and_si512(_mm512_loadu_si512(src + i), abs_mask);
+        __m512i r = _mm512_and_si512(_mm512_loadu_si512(after + i), abs_mask);
+        if (SPECIAL16(a, r, f32_inf, r_min) | _mm512_cmpge_epu32_mask(a, f32_inf))
+            COUNT16(a, r, f32_inf, r_min);
+    }
+    COUNTERS_ADD(t);
+    count_pair_portable(src + i, after + i, m - i, min_normal, t);
+}
+
+/* --- rounding a chunk ------------------------------------------------------------------- */
+
+/* The library's rounding of [src, src+m) into dst (dst may be src), counted. */
+static void round_chunk_generic(const float *src, float *dst, int64_t m, ld_precision p,
+                                const ld_round_options *o, bool simd, ld_emu_tally *t)
+{
+    float before[STACK_COPY];
+    for (int64_t i = 0; i < m; i += STACK_COPY) {
+        int64_t k = m - i < STACK_COPY ? m - i : STACK_COPY;
+        memcpy(before, src + i, (size_t)k * sizeof *before);
+        if (dst + i != src + i)
+            memcpy(dst + i, src + i, (size_t)k * sizeof *dst);
+        ld_round_array(dst + i, (size_t)k, p, o);
+        if (simd)
+            count_pair_avx512(before, dst + i, k, min_normal_bits(p), t);
+        else
+            count_pair_portable(before, dst + i, k, min_normal_bits(p), t);
+    }
+}
+
+/* fp16, subnormals kept: round trip through vcvtps2ph / vcvtph2ps and count
+ * the blocks that need it, in one pass. */
+AVX512 static void round_fp16_avx512(const float *src, float *dst, int64_t m, ld_emu_tally *t)
+{
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), f32_inf = _mm512_set1_epi32(0x7F800000);
+    const __m512i h_abs = _mm512_set1_epi32(0x7FFF), h_inf = _mm512_set1_epi32(0x7C00);
+    const __m512i h_min = _mm512_set1_epi32(0x3FF), zero = _mm512_setzero_si512();
+    const __m512i one = _mm512_set1_epi32(1);
+    COUNTERS_INIT;
+    int64_t i = 0;
+    for (; i + 16 <= m; i += 16) {
+        __m512 v = _mm512_loadu_ps(src + i);
+        __m256i h16 = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h16));
+        __m512i a = _mm512_and_si512(_mm512_castps_si512(v), abs_mask);
+        __m512i r = _mm512_and_si512(_mm512_cvtepu16_epi32(h16), h_abs);
+        if (SPECIAL16(a, r, h_inf, h_min))
+            COUNT16(a, r, h_inf, h_min);
+    }
+    COUNTERS_ADD(t);
+    if (i < m)
+        round_chunk_generic(src + i, dst + i, m - i, LD_PRECISION_FP16, NULL, false, t);
+}
+
+/* --- chunks over threads ------------------------------------------------------------ */
+
+void ld_emu_round_counted(const float *src, float *dst, int64_t n, ld_precision p,
+                          const ld_round_options *o, int threads, ld_emu_tally *out)
+{
+    bool simd = simd_enabled(), flush = o && o->flush_denormals;
+    bool fused16 = simd && p == LD_PRECISION_FP16 && !flush;
+    bool unchanged = p == LD_PRECISION_FP32 && !flush; /* fp32: only flushing changes values */
+    int64_t n_chunks = (n + CHUNK - 1) / CHUNK;
+    int64_t ov = 0, un = 0, sub = 0, inf = 0, nan = 0;
+    int nt = threads > 1 && n >= PARALLEL_MIN ? threads : 1;
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static) \
+    reduction(+ : ov, un, sub, inf, nan)
+    for (int64_t c = 0; c < n_chunks; c++) {
+        ld_emu_tally t = {0};
+        int64_t lo = c * CHUNK, m = n - lo < CHUNK ? n - lo : CHUNK;
+        if (fused16) {
+            round_fp16_avx512(src + lo, dst + lo, m, &t);
+        } else if (unchanged) {
+            if (dst != src)
+                memcpy(dst + lo, src + lo, (size_t)m * sizeof *dst);
+            if (simd)
+                count_pair_avx512(src + lo, src + lo, m, min_normal_bits(p), &t);
+            else
+                count_pair_portable(src + lo, src + lo, m, min_normal_bits(p), &t);
+        } else {
+            round_chunk_generic(src + lo, dst + lo, m, p, o, simd, &t);
+        }
+        ov += t.overflows, un += t.underflows, sub += t.subnormals;
+        inf += t.src_infs, nan += t.src_nans;
+    }
+    out->overflows += ov, out->underflows += un, out->subnormals += sub;
+    out->src_infs += inf, out->src_nans += nan;
+}
+
+void ld_emu_scan_nonfinite(const ld_tensor *t, int threads, bool *has_nan, bool *has_inf)
+{
+    ld_emu_tally tally = {0};
+    if (t->dtype == LD_DTYPE_FLOAT32) {
+        /* rounding to fp32 without flushing changes nothing: only src_* matter */
+        ld_emu_round_counted(t->data, t->data, t->count, LD_PRECISION_FP32, NULL, threads,
+                             &tally);
+    } else if (t->dtype == LD_DTYPE_FLOAT16 || t->dtype == LD_DTYPE_BFLOAT16) {
+        uint16_t inf_bits = t->dtype == LD_DTYPE_FLOAT16 ? 0x7C00u : 0x7F80u;
+        const uint16_t *x = t->data;
+        for (int64_t i = 0; i < t->count; i++) {
+            uint16_t a = x[i] & 0x7FFFu;
+            tally.src_infs += a == inf_bits;
+            tally.src_nans += a > inf_bits;
+        }
+    }
+    *has_nan = tally.src_nans > 0;
+    *has_inf = tally.src_infs > 0;
+}
