@@ -68,7 +68,7 @@ UNIT_BINS  := $(UNIT_SRCS:tests/%.c=$(BUILD)/asan/tests/%)
 EXH_BINS   := $(EXH_SRCS:tests/%.c=$(BUILD)/tests/%)
 PLUGINS    := $(PLUGIN_SRCS:tests/plugins/%.c=$(BUILD)/plugins/%.so)
 
-.PHONY: all help demo test unit-test e2e-test exhaustive-test fixtures clean deps conformance
+.PHONY: all help demo test unit-test e2e-test exhaustive-test fixtures clean deps conformance bench
 .DEFAULT_GOAL := all
 # Keep intermediate objects (tests/support) instead of rebuilding them every time.
 .SECONDARY:
@@ -171,6 +171,90 @@ conformance: $(BIN) ## run Debian's ONNX backend tests; results in build/conform
 	  grep -vE '^PASS ' $(BUILD)/conformance.txt; \
 	  echo "conformance: full log in $(BUILD)/conformance.txt, passing tests in $(BUILD)/conformance-pass.txt"; \
 	  test $$status -le 1
+
+# --- fuzzing (libFuzzer) ------------------------------------------------------------
+# tests/fuzz/fuzz_<target>.c are libFuzzer targets built with Debian's clang into
+# $(BUILD)/fuzz/, linked to their own copy of the library and CLI compiled with
+# coverage instrumentation and ASan/UBSan (no -Werror: gcc is the lint compiler).
+# scripts/fuzz.sh runs each target FUZZ_SECONDS seconds (0: build only) from seed
+# corpora made out of the fixtures, keeping what it finds in the git-ignored
+# fuzz-corpus/; FUZZ_TARGETS=onnx_model,npy picks targets. Results:
+# docs/reliability.md.
+FUZZ_CC       ?= clang
+FUZZ_SECONDS  ?= 60
+FUZZ_TARGETS  ?=
+FUZZ_SRCS     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS     := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS    = -std=c11 -Wall -Wextra -Wno-unused-parameter -Wno-pass-failed -ffp-contract=off -fopenmp -g -O1 \
+                 -D_GNU_SOURCE -DLAYERDIFF_VERSION='"$(VERSION)"' -Iinclude -I. -I$(BUILD)/gen \
+                 -MMD -MP $(FUZZ_SAN) $(DEP_CFLAGS)
+FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/fuzz/obj/%.o) $(BUILD)/fuzz/obj/gen/onnx.pb-c.o
+FUZZ_CLI_OBJS := $(filter-out $(BUILD)/fuzz/obj/cli/main.o,$(CLI_SRCS:%.c=$(BUILD)/fuzz/obj/%.o))
+FUZZ_LIB      := $(BUILD)/fuzz/liblayerdiff.a
+
+.PHONY: fuzz fuzz-build
+fuzz-build: $(FUZZ_BINS) ## build the libFuzzer targets (tests/fuzz/) into build/fuzz/ with clang
+
+fuzz: $(FUZZ_BINS) $(BIN) ## run each fuzz target FUZZ_SECONDS (60) s on seeds from the fixtures; fails on a crash
+	@bash scripts/fuzz.sh --build $(BUILD) --seconds $(FUZZ_SECONDS) --targets "$(FUZZ_TARGETS)" $(FUZZ_BINS)
+
+$(BUILD)/fuzz/obj/%.o: %.c $(BUILD)/config.mk | $(PROTO_H)
+	@mkdir -p $(dir $@)
+	@echo '  CLANG $@'
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+# clang 14 lacks __builtin_cpu_supports("f16c") and ("avx512fp16"), which the
+# rounding dispatcher uses: gcc compiles it, uninstrumented (it parses no input).
+$(BUILD)/fuzz/obj/core/round.o: core/round.c $(BUILD)/config.mk | $(PROTO_H)
+	@mkdir -p $(dir $@)
+	@echo '  CC    $@'
+	$(Q)$(CC) $(REL_CFLAGS) -c $< -o $@
+
+$(BUILD)/fuzz/obj/gen/onnx.pb-c.o: $(PROTO_C)
+	@mkdir -p $(dir $@)
+	@echo '  CLANG $@'
+	$(Q)$(FUZZ_CC) -std=c11 -O1 -g -w $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(DEP_CFLAGS) -I$(BUILD)/gen -c $< -o $@
+
+$(FUZZ_LIB): $(FUZZ_LIB_OBJS)
+	@rm -f $@
+	@echo '  AR    $@'
+	$(Q)ar rcs $@ $^
+
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(BUILD)/fuzz/obj/tests/fuzz/support.o $(FUZZ_CLI_OBJS) $(FUZZ_LIB)
+	@echo '  CLANG $@'
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/fuzz/obj/tests/fuzz/support.o \
+	    $(FUZZ_CLI_OBJS) $(FUZZ_LIB) $(DEP_LIBS)
+
+# --- benchmark --------------------------------------------------------------------------
+# bench/fma_peak measures the FMA peak the conv/gemm figures are divided by;
+# its vector loops carry target attributes, so it needs no -m flags.
+FMA_PEAK := $(BUILD)/bench/fma_peak
+
+$(FMA_PEAK): bench/fma_peak.c $(BUILD)/config.mk
+	@mkdir -p $(dir $@)
+	@echo '  CC    $@'
+	$(Q)$(CC) $(REL_CFLAGS) -o $@ $<
+
+bench: $(BIN) $(FMA_PEAK) ## benchmark: FMA peak, run time, conv/gemm GFLOP/s, RSS with --dump; writes build/bench.json
+	@bash scripts/bench.sh --build $(BUILD)
+
+# --- valgrind ---------------------------------------------------------------------------
+# scripts/valgrind.sh runs the end-to-end tests on the release binary (-O2 -g)
+# under valgrind memcheck (zero errors, zero definite/indirect leaks; third-party
+# suppressions in tests/valgrind.supp). Backend plugins are rebuilt without
+# sanitizers for it. VALGRIND_SUBSET=ci is the few-minute subset .ci/run uses.
+VALGRIND_SUBSET ?= all
+VG_PLUGINS := $(PLUGIN_SRCS:tests/plugins/%.c=$(BUILD)/valgrind/plugins/%.so)
+
+.PHONY: valgrind
+valgrind: $(BIN) $(VG_PLUGINS) ## run the end-to-end tests on build/layerdiff under valgrind memcheck (VALGRIND_SUBSET=ci: CI's subset)
+	@bash scripts/valgrind.sh --build $(BUILD) --subset $(VALGRIND_SUBSET)
+
+$(BUILD)/valgrind/plugins/%.so: tests/plugins/%.c $(BUILD)/config.mk
+	@mkdir -p $(dir $@)
+	@echo '  CC    $@'
+	$(Q)$(CC) $(BASE_CFLAGS) -O1 -fPIC -shared -o $@ $<
 
 # --- fixtures and demo ---------------------------------------------------------------
 fixtures: ## regenerate fixtures/ with scripts/gen-fixtures.py (Debian's python3-onnx)

@@ -41,14 +41,22 @@ const char *ld_blas_describe(void);
 void ld_blas_set_threads(int n);
 int ld_blas_threads(void);
 
-/* numerics: how the layer computes. NULL or plain fp32 → the BLAS. The
- * accumulate-in-half path of the emulated engine will branch here. */
+/* numerics: how the layer computes (NULL: the reference). Every precision
+ * accumulates in fp32 by default: the BLAS on the operands as given, which
+ * for a reduced-precision layer are already rounded, so the products are
+ * exact and this is what tensor cores compute (in a different summation
+ * order). With accumulate_half and precision fp16 or bf16
+ * (ld_numerics_accumulate_half) the product is ld_sgemm_half's
+ * (backends/gemm_half.h: every partial sum rounded, in a documented order)
+ * and its partial overflows are added to counters->partial_overflows
+ * (counters may be NULL). */
 void ld_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
               const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
-              int64_t ldc, const ld_layer_numerics *numerics);
+              int64_t ldc, const ld_layer_numerics *numerics, ld_layer_counters *counters);
 void ld_dgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
               const double *A, int64_t lda, const double *B, int64_t ldb, double beta,
-              double *C, int64_t ldc, const ld_layer_numerics *numerics);
+              double *C, int64_t ldc, const ld_layer_numerics *numerics,
+              ld_layer_counters *counters);
 
 /* Naive references (llm.c style triple loops, same contract): float data with
  * a double accumulator rounded once at the end, and double data with a

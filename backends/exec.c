@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backends/pool.h"
@@ -33,6 +34,7 @@ struct ld_exec {
     int cap_scratch;
     size_t live_bytes;
     size_t peak_bytes;
+    ld_node_profile *profile; /* per node: time and work of the last run */
 };
 
 static int default_threads(void)
@@ -130,6 +132,49 @@ ld_status ld_exec_scratch_clone(ld_kernel_ctx *ctx, const ld_tensor *src, ld_ten
     return st;
 }
 
+ld_status ld_exec_scratch_tensor(ld_kernel_ctx *ctx, const char *name, ld_dtype dtype,
+                                 const ld_shape *shape, ld_tensor **out)
+{
+    ld_tensor *t = NULL;
+    ld_status st = pool_tensor(ctx->exec, name, dtype, shape, &t, ctx->err);
+    if (st == LD_OK)
+        st = add_scratch(ctx->exec, t, ctx->err);
+    if (st == LD_OK)
+        *out = t;
+    return st;
+}
+
+ld_status ld_exec_replace_output(ld_kernel_ctx *ctx, int j, ld_dtype dtype, ld_tensor **fresh,
+                                 const ld_tensor **old)
+{
+    ld_tensor *prev = ctx->outputs[j], *t = NULL;
+    ld_status st = pool_tensor(ctx->exec, prev->name, dtype, &prev->shape, &t, ctx->err);
+    if (st != LD_OK)
+        return st;
+    st = add_scratch(ctx->exec, prev, ctx->err); /* freed with the node's scratch */
+    if (st != LD_OK) {
+        pool_release(ctx->exec, t);
+        ctx->outputs[j] = NULL; /* add_scratch released prev */
+        return st;
+    }
+    ctx->outputs[j] = t;
+    *fresh = t;
+    *old = prev;
+    return LD_OK;
+}
+
+ld_dtype ld_exec_input_dtype(const ld_kernel_ctx *ctx, int j)
+{
+    int v = j < ctx->n_inputs ? ctx->node->inputs[j] : -1;
+    if (v < 0)
+        return LD_DTYPE_UNDEFINED;
+    const ld_value *val = &ctx->graph->values[v];
+    if (val->kind == LD_VALUE_INITIALIZER)
+        return val->initializer ? val->initializer->dtype : val->type.dtype;
+    const ld_tensor *t = ctx->exec->slots[v];
+    return t ? t->dtype : LD_DTYPE_UNDEFINED;
+}
+
 ld_status ld_kernel_alloc_output(ld_kernel_ctx *ctx, int i, ld_dtype dtype, const ld_shape *shape,
                                  ld_tensor **out)
 {
@@ -206,8 +251,9 @@ ld_status ld_exec_create(ld_exec **out, const ld_graph *g, const ld_exec_config 
     e->nodes = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *e->nodes);
     e->slots = calloc(nv, sizeof *e->slots);
     e->owned = calloc(nv, sizeof *e->owned);
+    e->profile = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *e->profile);
     e->pool = ld_pool_create();
-    if (!e->nodes || !e->slots || !e->owned || !e->pool) {
+    if (!e->nodes || !e->slots || !e->owned || !e->profile || !e->pool) {
         st = ld_error_set(err, LD_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -249,6 +295,7 @@ void ld_exec_destroy(ld_exec *e)
     free(e->last_use);
     free(e->slots);
     free(e->owned);
+    free(e->profile);
     free(e);
 }
 
@@ -260,6 +307,18 @@ const ld_layer_numerics *ld_exec_node_numerics(const ld_exec *e, int node_index)
 size_t ld_exec_peak_bytes(const ld_exec *e)
 {
     return e->peak_bytes;
+}
+
+const ld_node_profile *ld_exec_profile(const ld_exec *e)
+{
+    return e->profile;
+}
+
+static double monotonic_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* --- run ------------------------------------------------------------------------------ */
@@ -470,6 +529,7 @@ static ld_status run_node(ld_exec *e, int i, const ld_tensor **inputs, ld_tensor
         .threads = e->threads, .numerics = &xn->numerics, .counters = &counters, .err = err,
         .exec = e,
     };
+    double started = monotonic_seconds(); /* profile: two clock reads per node */
     for (int j = 0; j < node->n_outputs; j++)
         outputs[j] = NULL;
     ld_status st = gather_inputs(e, node, xn->kernel, inputs, &widened_from, err);
@@ -483,7 +543,8 @@ static ld_status run_node(ld_exec *e, int i, const ld_tensor **inputs, ld_tensor
         if (node->outputs[j] >= 0 && !outputs[j])
             st = ld_kernel_fail(&ctx, LD_ERR_INTERNAL, "kernel produced no output %d", j);
         else if (outputs[j] && widened_from != LD_DTYPE_UNDEFINED &&
-                 outputs[j]->dtype == LD_DTYPE_FLOAT32)
+                 outputs[j]->dtype == LD_DTYPE_FLOAT32 &&
+                 !ld_dtype_is_float(xn->numerics.output_type)) /* else after_compute does */
             st = narrow_output(e, node->outputs[j], widened_from, &outputs[j], err);
     }
     if (st == LD_OK && e->hooks.after_compute)
@@ -493,6 +554,7 @@ static ld_status run_node(ld_exec *e, int i, const ld_tensor **inputs, ld_tensor
         release_node_outputs(e, &ctx);
         return st;
     }
+    e->profile[i] = (ld_node_profile){monotonic_seconds() - started, ctx.flops};
     /* Install outputs, show them to the observer, then drop what is dead. */
     for (int j = 0; j < node->n_outputs; j++) {
         int v = node->outputs[j];
@@ -551,6 +613,7 @@ ld_status ld_exec_run(ld_exec *e, const ld_tensor *const *inputs, ld_tensor_obse
     }
     e->live_bytes = 0;
     e->peak_bytes = 0;
+    memset(e->profile, 0, (size_t)g->n_nodes * sizeof *e->profile);
     if (!inputs && g->n_inputs > 0) {
         st = ld_error_set(err, LD_ERR_INPUT, "graph '%s' has %d inputs and none were given",
                           g->name, g->n_inputs);

@@ -30,8 +30,11 @@ typedef struct ld_exec_hooks {
     ld_status (*before_compute)(void *user, ld_kernel_ctx *ctx, const ld_tensor **inputs,
                                 ld_error *err);
     /* Called after compute (and after narrowing back to float16/bfloat16) on
-     * the node's final outputs, which it may modify in place and count in
-     * *counters. NULL: nothing. */
+     * the node's final outputs, which it may modify in place, replace
+     * (ld_exec_replace_output) and count in *counters. When the node's
+     * numerics name a float output_type, the executor does not narrow: the
+     * float32 results of WIDEN_HALF kernels reach this hook as computed and
+     * the hook converts them. NULL: nothing. */
     ld_status (*after_compute)(void *user, ld_kernel_ctx *ctx, ld_tensor **outputs,
                                ld_layer_counters *counters, ld_error *err);
 } ld_exec_hooks;
@@ -62,8 +65,31 @@ const ld_layer_numerics *ld_exec_node_numerics(const ld_exec *e, int node_index)
  * executor after the node has run. For hooks. *out is borrowed. */
 ld_status ld_exec_scratch_clone(ld_kernel_ctx *ctx, const ld_tensor *src, ld_tensor **out);
 
+/* A new scratch tensor (contents undefined) from the pool, freed like
+ * ld_exec_scratch_clone's. For hooks that convert an input to another dtype.
+ * *out is borrowed. */
+ld_status ld_exec_scratch_tensor(ld_kernel_ctx *ctx, const char *name, ld_dtype dtype,
+                                 const ld_shape *shape, ld_tensor **out);
+
+/* For after_compute: replaces ctx->outputs[j] by a new pool tensor of dtype
+ * (same name and shape, contents undefined) for the hook to fill; the old one
+ * (*old) stays readable until the node has run, then goes back to the pool.
+ * Both borrowed. */
+ld_status ld_exec_replace_output(ld_kernel_ctx *ctx, int j, ld_dtype dtype, ld_tensor **fresh,
+                                 const ld_tensor **old);
+
+/* The dtype input j of the node being run is stored in, before any widening
+ * (UNDEFINED for an omitted input). For hooks. */
+ld_dtype ld_exec_input_dtype(const ld_kernel_ctx *ctx, int j);
+
 /* Peak bytes of tensor data the executor held at once during the last run
  * (initializers excluded) — for tests of liveness and for --max-memory. */
 size_t ld_exec_peak_bytes(const ld_exec *e);
+
+/* Time and work of each node (g->n_nodes entries, topological order) in the
+ * last run; zero for nodes it did not reach. Time covers gathering inputs,
+ * allocating outputs, the hooks and compute, not the observer. Borrowed,
+ * valid until the next run or ld_exec_destroy. */
+const ld_node_profile *ld_exec_profile(const ld_exec *e);
 
 #endif

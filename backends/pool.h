@@ -3,8 +3,10 @@
  * First touch of freshly allocated memory costs 10-50x a warm write on these
  * VMs (docs/architecture.md), so the executor hands freed activation buffers
  * to the next layer instead of returning them to malloc. Buffers are 64-byte
- * aligned. Under AddressSanitizer the pool is bypassed so use-after-free in
- * kernels is still caught. */
+ * aligned; those of 1 MiB and more are pages mapped for them, which the pool
+ * grows with mremap when no cached buffer is big enough (the touched pages
+ * move along, only the difference is new). Under AddressSanitizer the pool is
+ * bypassed so use-after-free in kernels is still caught. */
 #ifndef LAYERDIFF_BACKENDS_POOL_H
 #define LAYERDIFF_BACKENDS_POOL_H
 

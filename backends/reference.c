@@ -4,12 +4,14 @@
  * ground truth every comparison rests on. */
 #include <stdlib.h>
 
+#include "backends/blas.h"
 #include "backends/exec.h"
 #include "backends/reference.h"
 
 typedef struct reference_backend {
     int threads;
     ld_exec *exec; /* owned; set by prepare */
+    const ld_graph *exec_graph; /* borrowed; the graph exec runs */
 } reference_backend;
 
 static ld_status reference_create(void **state, const ld_backend_config *cfg, ld_error *err)
@@ -35,6 +37,7 @@ static ld_status reference_prepare(void *state, const ld_graph *g, const ld_shap
     ld_exec_destroy(b->exec);
     b->exec = NULL;
     ld_exec_config cfg = {.threads = b->threads};
+    b->exec_graph = g;
     return ld_exec_create(&b->exec, g, &cfg, err);
 }
 
@@ -63,6 +66,16 @@ static ld_precision reference_node_precision(void *state, int node_index)
     return LD_PRECISION_FP32;
 }
 
+static ld_status reference_profile(void *state, ld_backend_profile *out, ld_error *err)
+{
+    reference_backend *b = state;
+    if (!b->exec)
+        return ld_error_set(err, LD_ERR_INTERNAL, "backend 'reference': profile before prepare");
+    *out = (ld_backend_profile){b->exec_graph->n_nodes, ld_exec_profile(b->exec),
+                                ld_blas_describe()};
+    return LD_OK;
+}
+
 const ld_backend_vtable ld_backend_reference = {
     .abi_version = LD_BACKEND_ABI_VERSION,
     .name = "reference",
@@ -72,4 +85,5 @@ const ld_backend_vtable ld_backend_reference = {
     .run = reference_run,
     .destroy = reference_destroy,
     .node_precision = reference_node_precision,
+    .profile = reference_profile,
 };

@@ -9,7 +9,10 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/engine_options.h"
+#include "cli/format.h"
 #include "cli/options.h"
+#include "cli/profile.h"
 #include "cli/run.h"
 #include "layerdiff/inputs.h"
 #include "layerdiff/onnx.h"
@@ -28,7 +31,15 @@ static struct {
     ld_cli_list ranges;
     ld_cli_list loads;
     ld_cli_list shapes;
+    bool profile;
+    const char *profile_json;
+    int64_t warmup;
 } opt;
+
+/* The emulated engine's flags and the config they give (run_model builds it). */
+static ld_cli_engine_values engine_flags;
+static ld_engine_config engine_cfg;
+static bool engine_selected; /* the emulated backend is among --backends */
 
 static const ld_cli_option run_options[] = {
     {"backends", 0, LD_OPT_STRING, &opt.backends, "LIST",
@@ -46,6 +57,13 @@ static const ld_cli_option run_options[] = {
      "load inputs: a folder, .npy/.pb file, dump, or NAME:FILE,..."},
     {"input-shapes", 0, LD_OPT_LIST, &opt.shapes, "SHAPES",
      "dynamic dims: NAME:1x3x224x224 or DIM:N, comma-separated"},
+    {"profile", 0, LD_OPT_FLAG, &opt.profile, NULL,
+     "print time per op type, conv/gemm GFLOP/s and the peak RSS"},
+    {"profile-json", 0, LD_OPT_STRING, &opt.profile_json, "FILE",
+     "write that profile (and every node's time) as JSON"},
+    {"warmup", 0, LD_OPT_INT, &opt.warmup, "N",
+     "run each backend N times unobserved before the real run (benchmarks)"},
+    LD_CLI_ENGINE_OPTIONS(engine_flags),
 };
 #define N_OPTIONS ((int)(sizeof run_options / sizeof run_options[0]))
 
@@ -114,6 +132,9 @@ static ld_status check_options(ld_error *err)
     if (opt.threads < 0 || opt.threads > 4096)
         return ld_cli_usage_error(err, CMD, "--threads must be between 0 and 4096, got %" PRId64,
                                   opt.threads);
+    if (opt.warmup < 0 || opt.warmup > 1000)
+        return ld_cli_usage_error(err, CMD, "--warmup must be between 0 and 1000, got %" PRId64,
+                                  opt.warmup);
     if (opt.seed < -1)
         return ld_cli_usage_error(err, CMD, "--seed must not be negative, got %" PRId64,
                                   opt.seed);
@@ -237,6 +258,7 @@ static ld_status prepare_backends(prepared *p, int n, const ld_graph *g, const l
     for (int i = 0; i < n; i++) {
         double t0 = ld_run_now();
         ld_error_clear(err);
+        cfg.engine = strcmp(p[i].vt->name, "emulated") == 0 ? &engine_cfg : NULL;
         ld_status st = p[i].vt->create(&p[i].state, &cfg, err);
         if (st == LD_OK)
             st = p[i].vt->prepare(p[i].state, g, in->shapes, err);
@@ -254,17 +276,65 @@ static void destroy_backends(prepared *p, int n)
             p[i].vt->destroy(p[i].state);
 }
 
+/* Adds the backend's profile of the run just done to the report. */
+static ld_status add_profile(const prepared *p, ld_profile_report *report, double run_seconds,
+                             double dump_seconds, ld_error *err)
+{
+    ld_backend_profile prof = {0};
+    bool have = p->vt->profile != NULL;
+    if (have) {
+        ld_status st = p->vt->profile(p->state, &prof, err);
+        if (st != LD_OK)
+            return backend_failed(p->vt->name, st, err);
+    }
+    return ld_profile_report_add(report, p->vt->name, run_seconds, dump_seconds,
+                                 have ? &prof : NULL, opt.profile ? stdout : NULL, err);
+}
+
+/* The observer of warm-up runs: sees nothing, stops on a signal. */
+static ld_status ignore_tensor(void *user, const ld_tensor_event *ev, ld_error *err)
+{
+    (void)user;
+    (void)ev;
+    if (interrupted)
+        return ld_error_set(err, LD_ERR_INTERRUPTED, "interrupted");
+    return LD_OK;
+}
+
+/* --warmup: untimed runs that fill the executor's buffer pool, the scratch
+ * caches and the CPU caches, so the real run measures steady-state speed. */
+static ld_status warm_up(const prepared *p, const ld_input_set *in, ld_error *err)
+{
+    ld_status st = LD_OK;
+    for (int64_t k = 0; st == LD_OK && k < opt.warmup; k++) {
+        ld_error_clear(err);
+        st = p->vt->run(p->state, (const ld_tensor *const *)in->tensors, ignore_tensor, NULL,
+                        err);
+    }
+    return st == LD_OK ? LD_OK : backend_failed(p->vt->name, st, err);
+}
+
+static bool is_emulated(const prepared *p)
+{
+    return strcmp(p->vt->name, "emulated") == 0;
+}
+
 static ld_status run_backend(const prepared *p, const ld_graph *g, const ld_input_set *in,
-                             ld_dump_writer *dump, ld_error *err)
+                             ld_dump_writer *dump, ld_profile_report *report, ld_error *err)
 {
     const char *name = p->vt->name;
     ld_run_sink sink = {.dump = dump, .outputs_only = strcmp(opt.layers, "outputs") == 0,
                         .progress = isatty(STDERR_FILENO) == 1, .interrupted = &interrupted};
-    ld_status st = ld_run_sink_init(&sink, g, name, err);
+    ld_status st = warm_up(p, in, err);
+    if (st == LD_OK)
+        st = ld_run_sink_init(&sink, g, name, err);
     if (st != LD_OK)
         return st;
     if (dump) {
+        char config[1024];
         ld_dump_run_info run = {.name = name, .backend = name, .config = NULL};
+        if (is_emulated(p))
+            run.config = ld_engine_config_describe(&engine_cfg, config, sizeof config);
         st = ld_dump_writer_begin_run(dump, &run, err);
     }
     double t0 = ld_run_now();
@@ -284,6 +354,8 @@ static ld_status run_backend(const prepared *p, const ld_graph *g, const ld_inpu
         st = ld_dump_writer_end_run(dump, err);
     if (st == LD_OK)
         print_backend(&sink, p->prepare_seconds, run_seconds);
+    if (st == LD_OK && report)
+        st = add_profile(p, report, run_seconds, sink.dump_seconds, err);
     ld_run_sink_free(&sink);
     return st;
 }
@@ -308,9 +380,13 @@ static ld_status run_model(const char *model_path, ld_error *err)
     ld_graph *g = NULL;
     ld_input_set in = {0};
     ld_dump_writer *dump = NULL;
+    ld_profile_report *report = NULL;
     char *ranges = NULL, *shapes = NULL, sha[65];
     saved_signals saved;
     ld_status st = resolve_backends(backends, &n_backends, err);
+    if (st == LD_OK)
+        st = ld_cli_engine_setup(CMD, &engine_flags, backends, n_backends, &engine_cfg,
+                                 &engine_selected, err);
     if (st == LD_OK)
         st = join_list(&opt.ranges, &ranges, err);
     if (st == LD_OK)
@@ -326,6 +402,13 @@ static ld_status run_model(const char *model_path, ld_error *err)
         if (st == LD_ERR_USAGE) /* point at the help, as other usage errors do */
             st = ld_cli_usage_error(err, CMD, "%s", err->message);
     }
+    if (st == LD_OK && engine_selected) /* conflicts fail here; warnings go to stderr */
+        st = ld_cli_engine_plan(CMD, g, &engine_cfg, NULL, err);
+    if (st == LD_OK && (opt.profile || opt.profile_json))
+        st = ld_profile_report_new(&report, model_path, g,
+                                   opt.threads > 0 ? (int)opt.threads
+                                                   : (int)sysconf(_SC_NPROCESSORS_ONLN),
+                                   err);
     if (st != LD_OK)
         goto out;
     printf("model    %s\nsha256   %s\n", model_path, sha);
@@ -337,7 +420,7 @@ static ld_status run_model(const char *model_path, ld_error *err)
     if (st == LD_OK && opt.dump)
         st = open_dump(&dump, g, model_path, sha, &in, err);
     for (int i = 0; st == LD_OK && i < n_backends; i++)
-        st = run_backend(&ready[i], g, &in, dump, err);
+        st = run_backend(&ready[i], g, &in, dump, report, err);
     destroy_backends(ready, n_backends);
     if (st == LD_OK && interrupted)
         st = ld_error_set(err, LD_ERR_INTERRUPTED, "interrupted by %s",
@@ -349,10 +432,18 @@ static ld_status run_model(const char *model_path, ld_error *err)
             printf("dump     %s (%d run%s)\n", opt.dump, n_backends, n_backends == 1 ? "" : "s");
     }
     ld_dump_writer_abort(dump); /* a failed or interrupted run leaves no file */
+    if (st == LD_OK && opt.profile) {
+        char rss[32];
+        printf("peak RSS %s\n", ld_fmt_bytes(ld_profile_peak_rss(), rss, sizeof rss));
+    }
+    if (st == LD_OK && opt.profile_json)
+        st = ld_profile_report_write(report, opt.profile_json, err);
     restore_signals(&saved);
     if (st == LD_ERR_INTERRUPTED && opt.dump)
         ld_error_prefix(err, "%s not written", opt.dump);
 out:
+    ld_engine_config_clear(&engine_cfg);
+    ld_profile_report_free(report);
     ld_input_set_clear(&in);
     ld_graph_destroy(g);
     free(ranges);
@@ -363,6 +454,7 @@ out:
 static ld_status run_run(int argc, char **argv, ld_error *err)
 {
     memset(&opt, 0, sizeof opt);
+    memset(&engine_flags, 0, sizeof engine_flags);
     opt.backends = "reference";
     opt.layers = "all";
     opt.seed = -1;
@@ -412,13 +504,20 @@ static void run_help(FILE *out)
     ld_cli_print_options(out, run_options, N_OPTIONS);
     fprintf(out,
             "\n"
-            "Repeatable: --backend-plugin, --val-range, --load-inputs, --input-shapes.\n"
+            "Repeatable: --backend-plugin, --val-range, --load-inputs, --input-shapes,\n"
+            "--layer-precisions, --layer-output-types.\n"
+            "\n"
+            "The engine flags configure the emulated backend (a GPU engine built with\n"
+            "--fp16 / --bf16 / TF32, bit-exact on the CPU; docs/numerics.md, \"Emulated\n"
+            "engine\") and need it among --backends. `layerdiff inspect MODEL --engine`\n"
+            "with the same flags prints the precision every layer gets and why.\n"
             "\n"
             "Examples:\n"
             "  layerdiff run model.onnx --dump run.h5\n"
             "  layerdiff run bert.onnx --input-shapes batch:1,seq:128 --val-range ids:[0,30521]\n"
             "  layerdiff run model.onnx --load-inputs test_data_set_0 --layers outputs --dump o.h5\n"
-            "  layerdiff run model.onnx --backend-plugin ./mine.so --backends reference,mine\n");
+            "  layerdiff run model.onnx --backend-plugin ./mine.so --backends reference,mine\n"
+            "  layerdiff run model.onnx --backends reference,emulated --fp16 --dump fp16.h5\n");
 }
 
 const ld_cli_command ld_cmd_run = {

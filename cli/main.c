@@ -3,8 +3,11 @@
  * main only dispatches: it finds the subcommand in the table, runs it and
  * turns the returned status into one stderr line and an exit code
  * (ld_status_exit_code: 0 ok, 1 comparison failed, 2 usage/input, 3 bug). */
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -121,7 +124,48 @@ static int run_top_level(int argc, char **argv)
     return report(cmd->name, &err);
 }
 
+/* OpenMP waiting. libgomp's default spins up to 300000 rounds at every
+ * barrier before it sleeps. On the shared 2-CPU machines the spinning thread
+ * then holds a CPU while the thread it waits for is preempted by another
+ * process, and each parallel loop waits out a scheduler time slice:
+ * PaddleOCR det took 0.1-5 s instead of ~60 ms beside one busy process.
+ * GOMP_SPINCOUNT=1000 spins briefly, then sleeps: as fast as one free CPU
+ * under load, within noise of full spinning on a quiet machine (passive
+ * waiting cost ~25% there). Measurements: docs/architecture.md, `make bench`.
+ * libgomp reads the variable once, when it loads before main, so layerdiff
+ * re-executes itself with it set, for the subcommands that run kernels —
+ * unless the user chose a policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT set), or
+ * under valgrind, whose exec'd child would run unchecked. It executes the
+ * file /proc/self/exe points to (so ps still shows "layerdiff"); without
+ * /proc it carries on as it is. */
+#define OMP_SPINCOUNT "1000"
+
+static bool runs_kernels(const char *subcommand)
+{
+    return strcmp(subcommand, "run") == 0 || strcmp(subcommand, "conformance") == 0;
+}
+
+static void set_omp_wait_policy(int argc, char **argv)
+{
+    if (argc < 2 || !runs_kernels(argv[1]) || getenv("OMP_WAIT_POLICY") ||
+        getenv("GOMP_SPINCOUNT"))
+        return;
+    const char *preload = getenv("LD_PRELOAD");
+    if (preload && strstr(preload, "vgpreload"))
+        return;
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || n >= (ssize_t)sizeof self - 1)
+        return;
+    if (setenv("GOMP_SPINCOUNT", OMP_SPINCOUNT, 1) != 0)
+        return;
+    self[n] = '\0';
+    execv(self, argv); /* returns only on failure */
+    unsetenv("GOMP_SPINCOUNT");
+}
+
 int main(int argc, char **argv)
 {
+    set_omp_wait_policy(argc, argv);
     return finish_output(run_top_level(argc, argv));
 }

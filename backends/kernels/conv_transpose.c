@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/accumulate.h"
 #include "backends/blas.h"
 #include "backends/kernels/conv_common.h"
 #include "backends/kernels/kernels.h"
@@ -186,10 +187,14 @@ static ld_status convt_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
 }
 
 /* Adds columns of input rows [r0, r1) (flattened (D, H) input rows) into the
- * Mg output planes at y. col: Mg * k_size rows of (r1 - r0) * in[2]. */
-#define DEFINE_COL2IM(T, NAME)                                                                 \
+ * Mg output planes at y. col: Mg * k_size rows of (r1 - r0) * in[2]. ADD(y, c)
+ * is the accumulation step: plain, or ld_accum_add (accumulate-half: each
+ * contribution is one rounded partial sum of the output, in this order). */
+#define PLAIN_ADD(a, b) ((a) + (b))
+#define ACCUM_ADD(a, b) ld_accum_add(ac, a, b)
+#define DEFINE_COL2IM(T, NAME, ADD)                                                            \
     static void NAME(const T *col, const ld_window_geom *g, int64_t Mg, int64_t r0, int64_t r1, \
-                     T *y, int threads)                                                        \
+                     T *y, int threads, const ld_accum *ac)                                    \
     {                                                                                          \
         int64_t in2 = g->in[2], ncols = (r1 - r0) * in2;                                       \
         _Pragma("omp parallel for num_threads(threads) if (Mg * g->k_size * ncols > (1 << 16)) schedule(static)") \
@@ -210,14 +215,15 @@ static ld_status convt_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
                     int64_t base = (od * g->out[1] + oh) * g->out[2] - g->pb[2] + kw * g->d[2]; \
                     const T *c = cr + (row - r0) * in2;                                        \
                     for (int64_t iw = lo; iw < hi; iw++)                                       \
-                        yp[base + iw * g->s[2]] += c[iw];                                      \
+                        yp[base + iw * g->s[2]] = ADD(yp[base + iw * g->s[2]], c[iw]);         \
                 }                                                                              \
             }                                                                                  \
         }                                                                                      \
     }
 
-DEFINE_COL2IM(float, col2im_f32)
-DEFINE_COL2IM(double, col2im_f64)
+DEFINE_COL2IM(float, col2im_f32, PLAIN_ADD)
+DEFINE_COL2IM(float, col2im_f32_half, ACCUM_ADD)
+DEFINE_COL2IM(double, col2im_f64, PLAIN_ADD)
 
 static void fill_planes(void *y, const void *bias, int64_t planes, int64_t n, size_t es)
 {
@@ -257,6 +263,9 @@ static ld_status convt_compute(ld_kernel_ctx *ctx)
         return ld_kernel_fail(ctx, LD_ERR_NOMEM, "cannot allocate %zu bytes of scratch",
                               row_bytes * (size_t)tile);
     ld_blas_set_threads(ctx->threads);
+    ld_accum ac = ld_accum_make(ctx->numerics, ctx->counters);
+    ctx->flops += (int64_t)(2.0 * (double)p.N * (double)p.group * (double)rows_k *
+                            (double)(rows * row_len) * (double)Cg);
     for (int64_t n = 0; n < p.N; n++)
         for (int64_t gr = 0; gr < p.group; gr++) {
             const char *x = (const char *)p.x + (size_t)((n * p.C + gr * Cg) * g->in_size) * p.es;
@@ -267,12 +276,15 @@ static ld_status convt_compute(ld_kernel_ctx *ctx)
                 const char *xt = x + (size_t)(r0 * row_len) * p.es;
                 if (p.es == 4) {
                     ld_sgemm(true, false, rows_k, cols, Cg, 1.0f, (const float *)w, rows_k,
-                             (const float *)xt, g->in_size, 0.0f, col, cols, ctx->numerics);
-                    col2im_f32(col, g, Mg, r0, r1, (float *)y, ctx->threads);
+                             (const float *)xt, g->in_size, 0.0f, col, cols, ctx->numerics,
+                             ctx->counters);
+                    (ac.half ? col2im_f32_half : col2im_f32)(col, g, Mg, r0, r1, (float *)y,
+                                                             ctx->threads, &ac);
                 } else {
                     ld_dgemm(true, false, rows_k, cols, Cg, 1.0, (const double *)w, rows_k,
-                             (const double *)xt, g->in_size, 0.0, col, cols, ctx->numerics);
-                    col2im_f64(col, g, Mg, r0, r1, (double *)y, ctx->threads);
+                             (const double *)xt, g->in_size, 0.0, col, cols, ctx->numerics,
+                             ctx->counters);
+                    col2im_f64(col, g, Mg, r0, r1, (double *)y, ctx->threads, &ac);
                 }
             }
         }

@@ -178,12 +178,15 @@ static void gemm_float(ld_kernel_ctx *ctx, const gemm_args *g, void *y)
         }
     int64_t lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
     ld_blas_set_threads(ctx->threads);
+    ctx->flops += (int64_t)(2.0 * (double)g->M * (double)g->N * (double)g->K);
     if (f32)
         ld_sgemm(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->a->data, lda ? lda : 1, g->b->data,
-                 ldb ? ldb : 1, use_c ? g->beta : 0.0f, y, g->N ? g->N : 1, ctx->numerics);
+                 ldb ? ldb : 1, use_c ? g->beta : 0.0f, y, g->N ? g->N : 1, ctx->numerics,
+                 ctx->counters);
     else
         ld_dgemm(g->ta, g->tb, g->M, g->N, g->K, g->alpha, g->a->data, lda ? lda : 1, g->b->data,
-                 ldb ? ldb : 1, use_c ? g->beta : 0.0, y, g->N ? g->N : 1, ctx->numerics);
+                 ldb ? ldb : 1, use_c ? g->beta : 0.0, y, g->N ? g->N : 1, ctx->numerics,
+                 ctx->counters);
 }
 
 /* Integer Gemm: wrapping sums; alpha/beta other than 1 scale in double. */
@@ -328,11 +331,14 @@ static void mm_float(ld_kernel_ctx *ctx, const mm_plan *p, const void *a, const 
         batch = 1;
     }
     ld_blas_set_threads(ctx->threads);
-    /* Many small products (attention heads): one per thread. A large one is
-     * split inside ld_sgemm instead. Each product is computed the same way
-     * either way. */
+    ctx->flops += (int64_t)(2.0 * (double)M * (double)N * (double)K * (double)batch);
+    /* Many small products (attention heads): one per thread, when together
+     * they are worth waking a thread for (GEMM_PARALLEL_MIN in blas.c). A
+     * large one is split inside ld_sgemm instead. Each product is computed
+     * the same way either way. */
     int threads = ctx->threads;
-    bool per_batch = batch > 1 && (double)M * (double)N * (double)K < (double)(1 << 20);
+    double work = (double)M * (double)N * (double)K;
+    bool per_batch = batch > 1 && work < (double)(1 << 20) && work * (double)batch >= 4194304.0;
 #pragma omp parallel for num_threads(threads) if (per_batch) schedule(static)
     for (int64_t i = 0; i < batch; i++) {
         int64_t ai = 0, bi = 0;
@@ -343,10 +349,10 @@ static void mm_float(ld_kernel_ctx *ctx, const mm_plan *p, const void *a, const 
         void *yp = (char *)y + (size_t)(i * M * N) * es;
         if (es == 4)
             ld_sgemm(false, false, M, N, K, 1.0f, ap, K ? K : 1, bp, N ? N : 1, 0.0f, yp,
-                     N ? N : 1, ctx->numerics);
+                     N ? N : 1, ctx->numerics, ctx->counters);
         else
             ld_dgemm(false, false, M, N, K, 1.0, ap, K ? K : 1, bp, N ? N : 1, 0.0, yp, N ? N : 1,
-                     ctx->numerics);
+                     ctx->numerics, ctx->counters);
     }
 }
 

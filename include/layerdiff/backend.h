@@ -30,7 +30,9 @@
 extern "C" {
 #endif
 
-#define LD_BACKEND_ABI_VERSION 1
+/* Bumped whenever the vtable grows: the loader must not read slots past the
+ * end of an older plugin's table. 2: profile. */
+#define LD_BACKEND_ABI_VERSION 2
 #define LD_BACKEND_PLUGIN_SYMBOL "layerdiff_backend_plugin"
 
 /* One produced tensor, as the observer sees it. Everything is borrowed and
@@ -55,6 +57,19 @@ typedef struct ld_backend_config {
     const void *engine;             /* emulated backend: its precision config; else NULL */
 } ld_backend_config;
 
+/* Where one node's time went in a run (for `layerdiff run --profile`). */
+typedef struct ld_node_profile {
+    double seconds;   /* wall time of the node: inputs, outputs, compute (not the observer) */
+    int64_t flops;    /* floating-point work, 2 per multiply-add (Conv, ConvTranspose, Gemm,
+                         MatMul; 0 for other ops) */
+} ld_node_profile;
+
+typedef struct ld_backend_profile {
+    int n_nodes;                  /* the graph's nodes, in topological order */
+    const ld_node_profile *nodes; /* borrowed; valid until the next run or destroy */
+    const char *description;      /* how it computes, e.g. its BLAS (borrowed, may be NULL) */
+} ld_backend_profile;
+
 typedef struct ld_backend_vtable {
     int abi_version;                /* LD_BACKEND_ABI_VERSION */
     const char *name;               /* "reference", "emulated", a plugin's own */
@@ -76,6 +91,8 @@ typedef struct ld_backend_vtable {
     /* Optional (NULL when the backend does not offer it): */
     /* The precision node i will run in (for plans and dumps). */
     ld_precision (*node_precision)(void *state, int node_index);
+    /* Per-node time and work of the last run. */
+    ld_status (*profile)(void *state, ld_backend_profile *out, ld_error *err);
 } ld_backend_vtable;
 
 /* Built-in backend by name, or NULL. */

@@ -41,6 +41,10 @@ typedef struct ld_kernel_ctx {
     const ld_layer_numerics *numerics; /* how this layer rounds (never NULL) */
     ld_layer_counters *counters;    /* where a kernel adds what it counts (accumulate-half
                                        partial overflows); never NULL */
+    int64_t flops;                  /* floating-point work done, 2 per multiply-add at the
+                                       nominal size (padding taps included): Conv,
+                                       ConvTranspose, Gemm and MatMul add to it; the executor
+                                       zeroes it and reads it for profiles */
     ld_error *err;
     struct ld_exec *exec;           /* private */
 } ld_kernel_ctx;
