@@ -22,6 +22,21 @@
 #define LD_DUMP_INPUTS_GROUP "/inputs"
 #define LD_DUMP_RUNS_GROUP "/runs"
 
+/* --- dump_isolate.c: HDF5 metadata reads in a child process first --- */
+
+/* Opens and indexes path, then closes it again; run in the child. */
+typedef ld_status (*ld_dump_probe_fn)(const char *path, ld_error *err);
+
+/* False when LAYERDIFF_HDF5_ISOLATION=0. */
+bool ld_dump_isolation_enabled(void);
+
+/* Runs probe(path) in a forked child with a time limit (LAYERDIFF_HDF5_TIMEOUT,
+ * default 120 s). Returns the probe's own status and message, or
+ * LD_ERR_INPUT naming path when the child crashed or ran out of time, or
+ * LD_ERR_INTERRUPTED when SIGINT/SIGTERM killed it. LD_OK without running
+ * anything when isolation is off. */
+ld_status ld_dump_probe_isolated(const char *path, ld_dump_probe_fn probe, ld_error *err);
+
 /* Turns off HDF5's automatic printing of its error stack to stderr (errors
  * are reported through ld_error instead). Idempotent. */
 void ld_dump_h5_quiet(void);

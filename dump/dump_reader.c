@@ -432,12 +432,9 @@ static ld_status open_hdf5(ld_dump *d, ld_error *err)
     return LD_OK;
 }
 
-ld_status ld_dump_open(ld_dump **out, const char *path, ld_error *err)
+/* Opens and indexes the file: everything ld_dump_open does but the isolation. */
+static ld_status open_indexed(ld_dump **out, const char *path, ld_error *err)
 {
-    *out = NULL;
-    if (!path)
-        return ld_error_set(err, LD_ERR_INTERNAL, "dump path is NULL");
-    ld_dump_h5_quiet();
     ld_status st = LD_OK;
     ld_dump *d = calloc(1, sizeof *d);
     if (!d || !(d->path = strdup(path))) {
@@ -464,6 +461,27 @@ ld_status ld_dump_open(ld_dump **out, const char *path, ld_error *err)
     }
     *out = d;
     return LD_OK;
+}
+
+static ld_status probe(const char *path, ld_error *err)
+{
+    ld_dump *d = NULL;
+    ld_status st = open_indexed(&d, path, err);
+    ld_dump_close(d);
+    return st;
+}
+
+ld_status ld_dump_open(ld_dump **out, const char *path, ld_error *err)
+{
+    *out = NULL;
+    if (!path)
+        return ld_error_set(err, LD_ERR_INTERNAL, "dump path is NULL");
+    ld_dump_h5_quiet();
+    /* HDF5 1.10 crashes or hangs on some corrupt files: see dump_isolate.c. */
+    ld_status st = ld_dump_probe_isolated(path, probe, err);
+    if (st != LD_OK)
+        return st;
+    return open_indexed(out, path, err);
 }
 
 void ld_dump_close(ld_dump *d)
@@ -624,12 +642,18 @@ ld_status ld_dump_read_tensor(const ld_dump *d, int run, int i, ld_tensor **out,
     ld_tensor *t = NULL;
     hid_t mtype = H5I_INVALID_HID;
     char detail[256];
+    int64_t count = 0;
+    size_t nbytes = 0;
     hid_t dset = H5Dopen2(g->group, e->link, H5P_DEFAULT);
     ld_status st = dset < 0 ? ld_error_set(err, LD_ERR_INPUT, "cannot open the dataset")
-                            : ld_tensor_create(&t, e->meta.name, e->meta.dtype, &e->meta.shape,
-                                               err);
+                            : ld_shape_count(&e->meta.shape, &count, "shape", err);
     if (st == LD_OK)
-        st = check_storage(dset, t->nbytes, err);
+        st = ld_shape_nbytes(count, ld_dtype_size(e->meta.dtype), &nbytes, "shape", err);
+    /* Before allocating: a small file can claim a huge dataset. */
+    if (st == LD_OK)
+        st = check_storage(dset, nbytes, err);
+    if (st == LD_OK)
+        st = ld_tensor_create(&t, e->meta.name, e->meta.dtype, &e->meta.shape, err);
     if (st == LD_OK && t->count > 0) {
         mtype = ld_dump_h5_mem_type(e->meta.dtype);
         if (mtype < 0 || H5Dread(dset, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data) < 0)

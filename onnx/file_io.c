@@ -177,14 +177,20 @@ static ld_status parse_external_ref(const Onnx__TensorProto *proto, const char *
     return LD_OK;
 }
 
-ld_status ld_onnx_read_external(const Onnx__TensorProto *proto, const char *what,
-                                const char *base_dir, void *dst, size_t nbytes, ld_error *err)
+/* Opens proto's external data file and checks the reference: location
+ * present and safe, a folder to read from, offset and length inside the
+ * file, length == nbytes. On success *fd is open and *offset set; *path is
+ * new (freed by the caller in every case). */
+static ld_status open_external(const Onnx__TensorProto *proto, const char *what,
+                               const char *base_dir, size_t nbytes, int *fd, int64_t *offset,
+                               char **path, ld_error *err)
 {
     external_ref ref;
-    char *path = NULL;
-    int fd = -1;
     off_t file_size = 0;
-    int64_t offset = 0, length = -1;
+    int64_t length = -1;
+    *fd = -1;
+    *offset = 0;
+    *path = NULL;
     ld_status st = parse_external_ref(proto, what, &ref, err);
     if (st != LD_OK)
         return st;
@@ -192,51 +198,68 @@ ld_status ld_onnx_read_external(const Onnx__TensorProto *proto, const char *what
         return ld_error_set(err, LD_ERR_INPUT, "%s: uses external data ('%s') but the model was "
                             "not loaded from a file, so there is no folder to read it from",
                             what, ref.location);
-    if (ref.offset_text && !parse_offset(ref.offset_text, &offset))
+    if (ref.offset_text && !parse_offset(ref.offset_text, offset))
         return ld_error_set(err, LD_ERR_INPUT, "%s: external data offset '%s' is not a "
                             "non-negative integer", what, ref.offset_text);
     if (ref.length_text && !parse_offset(ref.length_text, &length))
         return ld_error_set(err, LD_ERR_INPUT, "%s: external data length '%s' is not a "
                             "non-negative integer", what, ref.length_text);
 
-    if (asprintf(&path, "%s/%s", base_dir, ref.location) < 0) {
-        path = NULL;
+    if (asprintf(path, "%s/%s", base_dir, ref.location) < 0) {
+        *path = NULL;
         return ld_error_set(err, LD_ERR_NOMEM, "%s: out of memory", what);
     }
     bool missing;
-    st = open_regular(path, &fd, &file_size, &missing, err);
+    st = open_regular(*path, fd, &file_size, &missing, err);
     if (st != LD_OK) {
+        *fd = -1;
         if (missing)
-            st = ld_error_set(err, LD_ERR_INPUT, "%s: external data file '%s' not found "
-                              "(looked for '%s')", what, ref.location, path);
-        else
-            ld_error_prefix(err, "%s: external data", what);
-        fd = -1;
-        goto out;
+            return ld_error_set(err, LD_ERR_INPUT, "%s: external data file '%s' not found "
+                                "(looked for '%s')", what, ref.location, *path);
+        return ld_error_prefix(err, "%s: external data", what);
     }
-    if (offset > (int64_t)file_size) {
-        st = ld_error_set(err, LD_ERR_INPUT, "%s: external data offset %" PRId64 " is past the "
-                          "end of '%s' (%" PRId64 " bytes)", what, offset, ref.location,
-                          (int64_t)file_size);
-        goto out;
-    }
+    if (*offset > (int64_t)file_size)
+        return ld_error_set(err, LD_ERR_INPUT, "%s: external data offset %" PRId64 " is past "
+                            "the end of '%s' (%" PRId64 " bytes)", what, *offset, ref.location,
+                            (int64_t)file_size);
     if (length < 0)
-        length = (int64_t)file_size - offset; /* no length: the rest of the file */
-    else if (length > (int64_t)file_size - offset) {
-        st = ld_error_set(err, LD_ERR_INPUT, "%s: external data offset %" PRId64 " + length %"
-                          PRId64 " runs past the end of '%s' (%" PRId64 " bytes)", what, offset,
-                          length, ref.location, (int64_t)file_size);
-        goto out;
+        length = (int64_t)file_size - *offset; /* no length: the rest of the file */
+    else if (length > (int64_t)file_size - *offset)
+        return ld_error_set(err, LD_ERR_INPUT, "%s: external data offset %" PRId64 " + length %"
+                            PRId64 " runs past the end of '%s' (%" PRId64 " bytes)", what,
+                            *offset, length, ref.location, (int64_t)file_size);
+    if ((uint64_t)length != (uint64_t)nbytes)
+        return ld_error_set(err, LD_ERR_INPUT, "%s: external data in '%s' is %" PRId64 " bytes, "
+                            "but its dtype and shape need %zu", what, ref.location, length,
+                            nbytes);
+    return LD_OK;
+}
+
+ld_status ld_onnx_check_external(const Onnx__TensorProto *proto, const char *what,
+                                 const char *base_dir, size_t nbytes, ld_error *err)
+{
+    int fd;
+    int64_t offset;
+    char *path;
+    ld_status st = open_external(proto, what, base_dir, nbytes, &fd, &offset, &path, err);
+    if (fd >= 0)
+        close(fd);
+    free(path);
+    return st;
+}
+
+ld_status ld_onnx_read_external(const Onnx__TensorProto *proto, const char *what,
+                                const char *base_dir, void *dst, size_t nbytes, ld_error *err)
+{
+    int fd;
+    int64_t offset;
+    char *path;
+    ld_status st = open_external(proto, what, base_dir, nbytes, &fd, &offset, &path, err);
+    if (st == LD_OK) {
+        st = read_fully(fd, dst, nbytes, (off_t)offset, true, path, err);
+        if (st != LD_OK)
+            ld_error_prefix(err, "%s: external data", what);
     }
-    if ((uint64_t)length != (uint64_t)nbytes) {
-        st = ld_error_set(err, LD_ERR_INPUT, "%s: external data in '%s' is %" PRId64 " bytes, "
-                          "but its dtype and shape need %zu", what, ref.location, length, nbytes);
-        goto out;
-    }
-    st = read_fully(fd, dst, nbytes, (off_t)offset, true, path, err);
-    if (st != LD_OK)
-        ld_error_prefix(err, "%s: external data", what);
-out:
     if (fd >= 0)
         close(fd);
     free(path);

@@ -213,6 +213,10 @@ static ld_status load_model_bytes(ld_graph **out, const uint8_t *data, size_t si
 {
     if (size == 0)
         return ld_error_set(err, LD_ERR_INPUT, "empty file (0 bytes), not an ONNX model");
+    ld_status st = ld_onnx_check_nesting(data, size, &onnx__model_proto__descriptor, "model",
+                                         err);
+    if (st != LD_OK)
+        return st;
     Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, size, data);
     if (!mp)
         return diagnose_parse_failure(data, size, "model", "ModelProto", model_fields, err);
@@ -220,7 +224,7 @@ static ld_status load_model_bytes(ld_graph **out, const uint8_t *data, size_t si
         free(*owned);
         *owned = NULL;
     }
-    ld_status st = load_model_proto(out, mp, base_dir, path, err);
+    st = load_model_proto(out, mp, base_dir, path, err);
     onnx__model_proto__free_unpacked(mp, NULL);
     return st;
 }
@@ -274,13 +278,16 @@ static ld_status load_tensor_bytes(ld_tensor **out, const uint8_t *data, size_t 
 {
     if (size == 0)
         return ld_error_set(err, LD_ERR_INPUT, "empty file (0 bytes), not an ONNX tensor");
+    ld_status st = ld_onnx_check_nesting(data, size, &onnx__tensor_proto__descriptor, "tensor",
+                                         err);
+    if (st != LD_OK)
+        return st;
     Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, size, data);
     if (!tp)
         return diagnose_parse_failure(data, size, "tensor", "TensorProto", tensor_fields, err);
     char what[300];
     snprintf(what, sizeof what, "tensor '%s'", tp->name ? tp->name : "");
     ld_onnx_ctx ctx = {base_dir, NULL, false};
-    ld_status st;
     /* Sequence and optional .pb files (SequenceProto, OptionalProto) parse
      * as a TensorProto whose field 3 (their elements) reads as `segment`. */
     if (tp->segment)

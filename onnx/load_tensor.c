@@ -291,11 +291,10 @@ ld_status ld_onnx_tensor_from_proto(ld_tensor **out, const Onnx__TensorProto *p,
 
     bool external = p->has_data_location &&
                     p->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
-    if (!external) {
-        st = check_data_source(p, what, dtype, count, nbytes, &field, err);
-        if (st != LD_OK)
-            return st;
-    }
+    st = external ? ld_onnx_check_external(p, what, ctx->base_dir, nbytes, err)
+                  : check_data_source(p, what, dtype, count, nbytes, &field, err);
+    if (st != LD_OK)
+        return st;
     st = ld_tensor_create(&t, p->name ? p->name : "", dtype, &shape, err);
     if (st != LD_OK) {
         ld_error_prefix(err, "%s", what);

@@ -65,6 +65,21 @@ ld_status ld_onnx_attr_from_proto(ld_attr *out, const Onnx__AttributeProto *prot
 ld_status ld_onnx_graph_fill(ld_graph *g, const Onnx__GraphProto *proto,
                              const ld_onnx_ctx *ctx, ld_error *err);
 
+/* --- nesting.c --- */
+
+/* Deepest message nesting accepted: 3 levels per subgraph (graph, node,
+ * attribute), 2 per sequence/map/optional type level; real models stay far
+ * below, and protobuf-c recurses once per level. */
+#define LD_ONNX_MAX_NESTING 100
+
+/* Fails (LD_ERR_INPUT, "... nested more than N deep ...") when the protobuf
+ * encoding of a `root` message in data nests messages deeper than
+ * LD_ONNX_MAX_NESTING. Malformed encodings pass: protobuf-c rejects them.
+ * `kind` ("model", "tensor") names the file in the message. */
+ld_status ld_onnx_check_nesting(const uint8_t *data, size_t size,
+                                const ProtobufCMessageDescriptor *root, const char *kind,
+                                ld_error *err);
+
 /* --- file_io.c --- */
 
 /* Reads a whole file into new malloc'd memory (size_t sizes, no 2 GB limit).
@@ -81,5 +96,10 @@ char *ld_onnx_dirname(const char *path);
 ld_status ld_onnx_read_external(const Onnx__TensorProto *proto, const char *what,
                                 const char *base_dir, void *dst, size_t nbytes,
                                 ld_error *err);
+
+/* The same checks without reading, so a bad reference is refused before
+ * nbytes are allocated (a tiny model can claim terabytes). */
+ld_status ld_onnx_check_external(const Onnx__TensorProto *proto, const char *what,
+                                 const char *base_dir, size_t nbytes, ld_error *err);
 
 #endif
