@@ -18,6 +18,8 @@
 #     per process, as `layerdiff run` is used (buffers first touched during
 #     the run); "warm" is the run after two unobserved ones (--warmup 2:
 #     buffers, scratch and caches already in place);
+#   - on every CPU, warm runs of the emulated backend with --fp16, interleaved
+#     with the reference's warm runs, and its time over the reference's;
 #   - peak RSS with `--dump` of every layer against the same run without;
 #   - libgomp's default busy waiting against layerdiff's GOMP_SPINCOUNT,
 #     on the machine as it is and beside one more busy process
@@ -127,11 +129,21 @@ THREADS=(1)
 for c in "${CASES[@]}"; do
   IFS='|' read -r name model extra <<<"$c"
   for t in "${THREADS[@]}"; do
-    log "bench: $name, $t thread(s): cold and warm runs ..."
+    # On every CPU, the emulated fp16 runs too, next to the reference's warm
+    # runs so that both see the same machine.
+    emulated=0 what="cold and warm runs"
+    if [ "$t" = "$NPROC" ]; then
+      emulated=1 what="$what, emulated fp16 warm runs"
+    fi
+    log "bench: $name, $t thread(s): $what ..."
     run_one "$name" discard "$t" 0 "$model" "$extra" # page cache, CPU frequency
     for ((r = 1; r <= REPS; r++)); do
       run_one "$name" cold "$t" "$r" "$model" "$extra"
       run_one "$name" warm "$t" "$r" "$model" "$extra" --warmup 2
+      if [ $emulated = 1 ]; then
+        run_one "$name" emulated "$t" "$r" "$model" "$extra" --backends emulated --fp16 \
+          --warmup 2
+      fi
     done
   done
   # Peak RSS with every layer dumped, against the cold runs on all CPUs.

@@ -2,9 +2,10 @@
 # `layerdiff run --profile / --profile-json / --warmup`: the per-op table,
 # the JSON profile (checked with Python: node times add up, the CNN
 # fixture's conv/gemm work is its exact multiply-add count, peak RSS set),
-# warm-up runs that leave the dump and statistics alone, backends without a
-# profile, bad values; and the OpenMP wait policy layerdiff sets for itself
-# (GOMP_SPINCOUNT) unless the user chose one.
+# warm-up runs that leave the dump and statistics alone, the emulated
+# backend's profile, backends without a profile, bad values; and the OpenMP
+# wait policy layerdiff sets for itself (GOMP_SPINCOUNT) unless the user
+# chose one.
 source "$(dirname "$0")/lib.sh"
 FX=$ROOT/fixtures
 BUILD_DIR=${LAYERDIFF_BUILD:-build}
@@ -53,6 +54,27 @@ assert p["node_seconds"] <= b["run_seconds"]
 ops = {o["op_type"]: o for o in p["ops"]}
 assert ops["Conv"]["count"] == 2 and ops["Gemm"]["count"] == 1, ops
 assert abs(sum(o["share"] for o in p["ops"]) - p["node_seconds"] / b["run_seconds"]) < 1e-9
+PYEOF
+
+case_begin "run --backends emulated --fp16 --profile-json profiles the emulated run"
+run "$LAYERDIFF" run "$FX/cnn.onnx" --backends emulated --fp16 --profile --profile-json emu.json \
+  --threads 1
+expect_exit 0
+expect_stdout_contains "profile  emulated: "
+expect_file_exists emu.json
+expect_true "emulated profile JSON: every node timed, exact conv/gemm work" "$PY" - "$CNN_FLOPS" <<'PYEOF'
+import json, sys
+want = int(sys.argv[1])
+(b,) = json.load(open("emu.json"))["backends"]
+assert b["name"] == "emulated" and b["run_seconds"] > 0, b
+p = b["profile"]
+nodes = p["nodes"]
+assert [n["op_type"] for n in nodes][:2] == ["Conv", "Relu"], nodes
+assert all(n["seconds"] > 0 for n in nodes), nodes
+assert sum(n["flops"] for n in nodes) == want, (sum(n["flops"] for n in nodes), want)
+assert p["conv_gemm"]["flops"] == want and p["conv_gemm"]["count"] == 3, p["conv_gemm"]
+assert abs(p["node_seconds"] - sum(n["seconds"] for n in nodes)) < 1e-9
+assert p["node_seconds"] <= b["run_seconds"]
 PYEOF
 
 case_begin "--warmup: the real run is still dumped and reported once"
