@@ -218,6 +218,7 @@ static void print_backend(const ld_run_sink *sink, double prepare_s, double run_
     if (sink->dump)
         printf(" (dump %.1f ms, %" PRId64 " tensors)", sink->dump_seconds * 1e3, sink->dumped);
     printf("\n");
+    ld_run_counters_print(&sink->counters, stdout);
     const ld_graph *g = sink->graph;
     for (int k = 0; k < g->n_outputs; k++) {
         const ld_run_stats *s = &sink->outputs[k];

@@ -24,6 +24,19 @@ typedef struct ld_run_stats {
     double min, max, mean;
 } ld_run_stats;
 
+/* The engine counters of a run (ld_tensor_event.counters), each layer counted
+ * once (its outputs' events carry the same counters). */
+#define LD_RUN_NAMED_LAYERS 3
+typedef struct ld_run_counters {
+    ld_layer_counters total;       /* present: the backend reported counters */
+    int64_t overflow_layers, nan_layers, underflow_layers, subnormal_layers;
+    const ld_node *overflowed[LD_RUN_NAMED_LAYERS]; /* first layers with overflows */
+    const ld_node *last;           /* the layer whose counters were added last */
+} ld_run_counters;
+
+/* Prints "  counters  overflows ..." (one line) when the run had counters. */
+void ld_run_counters_print(const ld_run_counters *c, FILE *out);
+
 /* State of one backend's run, passed to ld_run_observe as `user`. */
 typedef struct ld_run_sink {
     const ld_graph *graph;
@@ -40,6 +53,7 @@ typedef struct ld_run_sink {
     double last_progress;          /* monotonic time of the last progress line */
     bool *seen;                    /* owned; per graph value */
     ld_run_stats *outputs;         /* owned; per graph output */
+    ld_run_counters counters;      /* the engine's counters, summed over layers */
 } ld_run_sink;
 
 /* Prepares sink for a run of `backend` over g (allocates seen/outputs). */

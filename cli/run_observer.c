@@ -26,6 +26,7 @@ ld_status ld_run_sink_init(ld_run_sink *sink, const ld_graph *g, const char *bac
     sink->layers = sink->dumped = 0;
     sink->dump_seconds = 0;
     sink->last_progress = 0;
+    sink->counters = (ld_run_counters){0};
     sink->seen = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *sink->seen);
     sink->outputs = calloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *sink->outputs);
     if (!sink->seen || !sink->outputs) {
@@ -105,6 +106,65 @@ static ld_status check_event(ld_run_sink *sink, const ld_tensor_event *ev, ld_er
     return LD_OK;
 }
 
+/* Adds a layer's counters once: every output of a node carries the same. */
+static void add_counters(ld_run_counters *c, const ld_tensor_event *ev)
+{
+    const ld_layer_counters *l = &ev->counters;
+    if (!l->present || ev->node == c->last)
+        return;
+    c->last = ev->node;
+    c->total.present = true;
+    c->total.overflows += l->overflows;
+    c->total.nans_created += l->nans_created;
+    c->total.underflows += l->underflows;
+    c->total.subnormals += l->subnormals;
+    c->total.partial_overflows += l->partial_overflows;
+    if (l->overflows > 0 && c->overflow_layers < LD_RUN_NAMED_LAYERS)
+        c->overflowed[c->overflow_layers] = ev->node;
+    c->overflow_layers += l->overflows > 0;
+    c->nan_layers += l->nans_created > 0;
+    c->underflow_layers += l->underflows > 0;
+    c->subnormal_layers += l->subnormals > 0;
+}
+
+/* A model's name with control bytes replaced, to keep them off the terminal. */
+static void print_name(FILE *out, const char *name)
+{
+    for (size_t i = 0; name[i]; i++)
+        fputc((unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i], out);
+}
+
+static void print_count(FILE *out, const char *what, int64_t n, int64_t layers)
+{
+    fprintf(out, "%s %lld", what, (long long)n);
+    if (n > 0)
+        fprintf(out, " in %lld layer%s", (long long)layers, layers == 1 ? "" : "s");
+}
+
+void ld_run_counters_print(const ld_run_counters *c, FILE *out)
+{
+    if (!c->total.present)
+        return;
+    const ld_layer_counters *t = &c->total;
+    fprintf(out, "  counters  ");
+    print_count(out, "overflows", t->overflows, c->overflow_layers);
+    int named = c->overflow_layers < LD_RUN_NAMED_LAYERS ? (int)c->overflow_layers
+                                                        : LD_RUN_NAMED_LAYERS;
+    for (int i = 0; i < named; i++) {
+        fprintf(out, "%s", i ? ", " : " (first: ");
+        print_name(out, c->overflowed[i]->name);
+    }
+    if (c->overflow_layers > named)
+        fprintf(out, ", ...");
+    fprintf(out, "%s", named ? ")" : "");
+    print_count(out, ", NaNs created", t->nans_created, c->nan_layers);
+    print_count(out, ", underflows", t->underflows, c->underflow_layers);
+    fprintf(out, ", subnormals %lld", (long long)t->subnormals);
+    if (t->partial_overflows)
+        fprintf(out, ", partial-sum overflows %lld", (long long)t->partial_overflows);
+    fprintf(out, "\n");
+}
+
 static void draw_progress(ld_run_sink *sink, const ld_node *node)
 {
     double now = ld_run_now();
@@ -160,6 +220,7 @@ ld_status ld_run_observe(void *user, const ld_tensor_event *ev, ld_error *err)
     if (!ev->node)
         return LD_OK; /* graph inputs are in the dump's /inputs */
     sink->layers++;
+    add_counters(&sink->counters, ev);
     if (sink->progress)
         draw_progress(sink, ev->node);
     if (sink->dump && (!sink->outputs_only || v->is_graph_output))

@@ -6,6 +6,8 @@
  *   emulations of the documented formulas and order (docs/numerics.md,
  *   "Accumulation") bit for bit, partial-overflow counts included; fp32
  *   numerics give the reference's results.
+ * - AveragePool, LpPool, GlobalAveragePool and GlobalLpPool likewise (the
+ *   window's terms in increasing input position).
  * - Conv (im2col and depthwise) and MatMul nodes take the accumulate-half
  *   GEMM, in the documented order.
  * Exact steps: tests/support/exact_emulation.h. */
@@ -43,6 +45,9 @@ typedef struct node_spec {
     const char *ints_name;
     int n_ints;
     int64_t ints[6];
+    const char *ints2_name; /* a second ints attribute (pads) */
+    int n_ints2;
+    int64_t ints2[6];
     const char *float_name;
     float float_value;
 } node_spec;
@@ -91,6 +96,13 @@ static ld_graph *spec_graph(const node_spec *s)
         a->ints = ob_mem(sizeof s->ints);
         memcpy(a->ints, s->ints, sizeof s->ints);
         a->n_ints = (size_t)s->n_ints;
+    }
+    if (s->ints2_name) {
+        Onnx__AttributeProto *a =
+            ob_attr(node, s->ints2_name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+        a->ints = ob_mem(sizeof s->ints2);
+        memcpy(a->ints, s->ints2, sizeof s->ints2);
+        a->n_ints = (size_t)s->n_ints2;
     }
     if (s->float_name) {
         Onnx__AttributeProto *a =
@@ -527,6 +539,126 @@ static void test_cumsum(void **state)
     ld_graph_destroy(g);
 }
 
+/* --- pooling ------------------------------------------------------------------------------ */
+
+/* The attribute named `name` among the spec's int attributes (def if absent). */
+static int64_t spec_int(const node_spec *s, const char *name, int64_t def)
+{
+    for (int i = 0; i < 3 && s->int_name[i]; i++)
+        if (strcmp(s->int_name[i], name) == 0)
+            return s->int_value[i];
+    return def;
+}
+
+/* One term of a pooled sum: x for AveragePool (p = 0), else |x|^p as the
+ * layer holds it (p = 2: a multiply-add step). */
+static float e_pool_step(bool half, float acc, float v, int64_t p)
+{
+    if (p == 0)
+        return e_add(half, acc, v);
+    if (p == 2)
+        return e_fma(half, acc, v, v);
+    if (p == 1)
+        return e_add(half, acc, fabsf(v));
+    return e_add(half, acc, e_val(half, powf(fabsf(v), (float)p)));
+}
+
+static float e_pool_finish(float sum, int64_t p, int64_t count)
+{
+    if (p == 0)
+        return sum / (float)count;
+    return p == 1 ? sum : p == 2 ? sqrtf(sum) : powf(sum, 1.0f / (float)p);
+}
+
+/* 2-D AveragePool / LpPool, stride 1, kernel kh x kw, symmetric pads q (ints2
+ * {q, q, q, q}), or the global pools: taps row by row inside the input. */
+static void want_pool(const node_spec *s, bool half, float *out, int64_t *overflows)
+{
+    bool global = strncmp(s->op, "Global", 6) == 0;
+    bool lp = strstr(s->op, "LpPool") != NULL;
+    int64_t p = lp ? spec_int(s, "p", 2) : 0, pad_counts = spec_int(s, "count_include_pad", 0);
+    int64_t NC = s->dims[0][0] * s->dims[0][1], H = s->dims[0][2], W = s->dims[0][3];
+    int64_t kh = global ? 0 : s->ints[0], kw = global ? 0 : s->ints[1];
+    int64_t q = global || s->n_ints2 == 0 ? 0 : s->ints2[0];
+    int64_t OH = global ? 1 : H + 2 * q - kh + 1, OW = global ? 1 : W + 2 * q - kw + 1;
+    const float *x = s->data[0];
+    em16.overflows = 0;
+    for (int64_t pl = 0; pl < NC; pl++)
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                const float *xp = x + pl * H * W;
+                float sum = 0;
+                int64_t count = 0;
+                for (int64_t ih = 0; ih < H; ih++)
+                    for (int64_t iw = 0; iw < W; iw++) {
+                        bool in = global || (ih >= oh - q && ih < oh - q + kh &&
+                                             iw >= ow - q && iw < ow - q + kw);
+                        if (in) {
+                            sum = e_pool_step(half, sum, xp[ih * W + iw], p);
+                            count++;
+                        }
+                    }
+                if (!global && pad_counts)
+                    count = kh * kw;
+                out[(pl * OH + oh) * OW + ow] = e_pool_finish(sum, p, count);
+            }
+    *overflows = half ? em16.overflows : 0;
+}
+
+static void test_pools(void **state)
+{
+    (void)state;
+    static float x[2 * 3 * 7 * 8];
+    fill(x, 2 * 3 * 7 * 8, LD_PRECISION_FP16, -10, 7);
+    for (int lp = 0; lp < 2; lp++)
+        for (int variant = 0; variant < 3; variant++) {
+            /* AveragePool: count_include_pad 0 / 1 / no pads; LpPool: p = 1, 2, 3 */
+            node_spec s = {.op = lp ? "LpPool" : "AveragePool", .opset = 11, .n_in = 1,
+                           .names = {"x"}, .rank = {4}, .dims = {{2, 3, 7, 8}}, .data = {x},
+                           .int_name = {lp ? "p" : "count_include_pad"},
+                           .int_value = {lp ? variant + 1 : variant == 1},
+                           .ints_name = "kernel_shape", .n_ints = 2, .ints = {3, 3},
+                           .ints2_name = variant < 2 || lp ? "pads" : NULL,
+                           .n_ints2 = variant < 2 || lp ? 4 : 0, .ints2 = {1, 1, 1, 1}};
+            check_spec(&s, want_pool);
+        }
+    node_spec gap = {.op = "GlobalAveragePool", .opset = 1, .n_in = 1, .names = {"x"},
+                     .rank = {4}, .dims = {{2, 3, 7, 8}}, .data = {x}};
+    check_spec(&gap, want_pool);
+    for (int p = 2; p <= 3; p++) {
+        node_spec glp = {.op = "GlobalLpPool", .opset = 2, .n_in = 1, .names = {"x"},
+                         .rank = {4}, .dims = {{2, 3, 7, 8}}, .data = {x},
+                         .int_name = {"p"}, .int_value = {p}};
+        check_spec(&glp, want_pool);
+    }
+}
+
+/* Window sums whose partial sums overflow fp16: counted with accumulate-half. */
+static void test_pool_partial_overflow(void **state)
+{
+    (void)state;
+    static const float x[] = {60000, 60000, -60000, 1, 2, 3};
+    node_spec avg = {.op = "AveragePool", .opset = 11, .n_in = 1, .names = {"x"}, .rank = {4},
+                     .dims = {{1, 1, 1, 6}}, .data = {x}, .ints_name = "kernel_shape",
+                     .n_ints = 2, .ints = {1, 3}};
+    check_spec(&avg, want_pool);
+    run_result r = run_spec(&avg, &fp16_half, 1);
+    assert_true(isinf(((float *)r.y->data)[0]));
+    assert_int_equal(r.counters.partial_overflows, 1);
+    ld_tensor_destroy(r.y);
+    node_spec gap = {.op = "GlobalAveragePool", .opset = 1, .n_in = 1, .names = {"x"},
+                     .rank = {4}, .dims = {{1, 1, 1, 6}}, .data = {x}};
+    check_spec(&gap, want_pool);
+    r = run_spec(&gap, &fp16_half, 2);
+    assert_true(isinf(((float *)r.y->data)[0]));
+    assert_int_equal(r.counters.partial_overflows, 1);
+    ld_tensor_destroy(r.y);
+    r = run_spec(&gap, &fp16_fp32acc, 1);
+    assert_true(((float *)r.y->data)[0] == 60006.0f / 6.0f);
+    assert_int_equal(r.counters.partial_overflows, 0);
+    ld_tensor_destroy(r.y);
+}
+
 /* --- Conv and MatMul nodes take the accumulate-half GEMM ------------------------------- */
 
 /* Conv (N=1, pads 1, stride 1, 3x3) as the GEMM over (c, kh, kw) in order,
@@ -614,6 +746,8 @@ int main(void)
         cmocka_unit_test_teardown(test_softmax, ob_teardown),
         cmocka_unit_test_teardown(test_normalizations, ob_teardown),
         cmocka_unit_test_teardown(test_cumsum, ob_teardown),
+        cmocka_unit_test_teardown(test_pools, ob_teardown),
+        cmocka_unit_test_teardown(test_pool_partial_overflow, ob_teardown),
         cmocka_unit_test_teardown(test_conv_and_matmul, ob_teardown),
     };
     return cmocka_run_group_tests_name("accumulate_kernels", tests, NULL, NULL);

@@ -7,7 +7,12 @@
  * Numerics: sums (AveragePool, LpPool, the global pools) accumulate in double
  * and round once to the output type — this backend is the reference the
  * reduced-precision runs are measured against, and a double sum of fp32
- * values is the exact sum rounded. Maxima are exact. MaxPool propagates NaN
+ * values is the exact sum rounded. A float32 tensor in a layer of reduced
+ * precision (the emulated engine's tf32, fp16, bf16 layers; ld_accum_make)
+ * sums the way reductions do instead (docs/numerics.md, "Accumulation"): one
+ * float accumulator per output, the window's terms in increasing input
+ * position, each step an fp32 addition or, with accumulate-half, a partial
+ * sum rounded to the layer precision (overflows counted). Maxima are exact. MaxPool propagates NaN
  * (the first NaN of a window wins), so a NaN in the input is never hidden.
  * AveragePool's count_include_pad divisor counts the window positions inside
  * the padded input (a ceil_mode window running past the end padding counts
@@ -23,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/accumulate.h"
 #include "backends/kernels/conv_common.h"
 #include "backends/kernels/kernels.h"
 
@@ -352,6 +358,55 @@ static inline double lp_root(double sum, double p)
 DEFINE_SUMPOOL(float, sumpool_f32)
 DEFINE_SUMPOOL(double, sumpool_f64)
 
+/* --- reduced precision: float accumulators in window order ------------------------------------ */
+
+/* One accumulation step of AveragePool (p == 0) or LpPool: p = 2 squares
+ * with multiply-add steps (as ReduceSumSquare), p = 1 adds |v|, any other p
+ * adds V(powf(|v|, p)), the term as a half kernel holds it. */
+static inline float sum_step_r(const ld_accum *ac, float acc, float v, float p)
+{
+    if (p == 0)
+        return ld_accum_add(ac, acc, v);
+    if (p == 2)
+        return ld_accum_fma(ac, acc, v, v);
+    if (p == 1)
+        return ld_accum_add(ac, acc, fabsf(v));
+    return ld_accum_add(ac, acc, ld_accum_value(ac, powf(fabsf(v), p)));
+}
+
+static inline float lp_root_r(float sum, float p)
+{
+    return p == 1 ? sum : p == 2 ? sqrtf(sum) : powf(sum, 1.0f / p);
+}
+
+/* One float32 plane of AveragePool (p == 0) or LpPool (p > 0), reduced. */
+static void sumpool_f32r(const float *x, const ld_window_geom *g, const pool_tables *t,
+                         bool include_pad, float p, const ld_accum *ac, float *y)
+{
+    int64_t o = 0, d2 = g->d[2];
+    for (int64_t od = 0; od < g->out[0]; od++)
+        for (int64_t oh = 0; oh < g->out[1]; oh++)
+            for (int64_t ow = 0; ow < g->out[2]; ow++, o++) {
+                const win1 *w[3] = {&t->w[0][od], &t->w[1][oh], &t->w[2][ow]};
+                float sum = 0.0f;
+                for (int64_t td = w[0]->k_lo; td < w[0]->k_hi; td++)
+                    for (int64_t th = w[1]->k_lo; th < w[1]->k_hi; th++) {
+                        const float *row = x + tap_offset(g, w, td, th, 0);
+                        for (int64_t tw = w[2]->k_lo; tw < w[2]->k_hi; tw++)
+                            sum = sum_step_r(ac, sum, row[tw * d2], p);
+                    }
+                if (p > 0) {
+                    y[o] = lp_root_r(sum, p);
+                    continue;
+                }
+                int64_t count = include_pad ? w[0]->padded * w[1]->padded * w[2]->padded
+                                            : (w[0]->k_hi - w[0]->k_lo) *
+                                                  (w[1]->k_hi - w[1]->k_lo) *
+                                                  (w[2]->k_hi - w[2]->k_lo);
+                y[o] = sum / (float)count;
+            }
+}
+
 /* --- global pools ---------------------------------------------------------------------------- */
 
 static void global_plane(const void *x, ld_dtype d, int64_t n, const pool_state *s, void *y)
@@ -375,6 +430,16 @@ static void global_plane(const void *x, ld_dtype d, int64_t n, const pool_state 
         *(double *)y = r;
 }
 
+/* GlobalAveragePool / GlobalLpPool of one float32 plane, reduced. */
+static void global_plane_f32r(const float *x, int64_t n, const pool_state *s,
+                              const ld_accum *ac, float *y)
+{
+    float p = s->kind == POOL_LP ? (float)s->p : 0.0f, sum = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        sum = sum_step_r(ac, sum, x[i], p);
+    *y = p > 0 ? lp_root_r(sum, p) : sum / (float)n;
+}
+
 /* --- compute --------------------------------------------------------------------- */
 
 static ld_status pool_compute(ld_kernel_ctx *ctx)
@@ -395,7 +460,10 @@ static ld_status pool_compute(ld_kernel_ctx *ctx)
     pool_tables tables = {{NULL}};
     if (!s->global && !tables_make(&g, &tables))
         return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
-    if (!s->global && s->kind != POOL_MAX) {
+    ld_accum accum = ld_accum_make(ctx->numerics, ctx->counters);
+    /* float32 sums of a reduced-precision layer: float accumulators, no buffer */
+    bool reduced = accum.reduced && s->kind != POOL_MAX && x->dtype == LD_DTYPE_FLOAT32;
+    if (!s->global && s->kind != POOL_MAX && !reduced) {
         int64_t cells = planes * g.out_size;
         tmp = malloc((size_t)(cells > 0 ? cells : 1) * sizeof *tmp);
         if (!tmp) {
@@ -420,6 +488,15 @@ static ld_status pool_compute(ld_kernel_ctx *ctx)
     for (int64_t pl = 0; pl < planes; pl++) {
         const char *xp = xb + (size_t)(pl * g.in_size) * es;
         char *yp = yb + (size_t)(pl * g.out_size) * es;
+        if (reduced && s->global) {
+            global_plane_f32r((const float *)xp, g.in_size, s, &accum, (float *)yp);
+            continue;
+        }
+        if (reduced) {
+            sumpool_f32r((const float *)xp, &g, &tables, s->count_include_pad,
+                         s->kind == POOL_LP ? (float)s->p : 0.0f, &accum, (float *)yp);
+            continue;
+        }
         if (s->global) {
             global_plane(xp, x->dtype, g.in_size, s, yp);
             continue;

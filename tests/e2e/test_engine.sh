@@ -309,4 +309,35 @@ assert c1['precision'] == 'fp16' and c1['why'] == '--fp16' and c1['output_type']
 assert p['warnings'] == [\"--layer-precisions 'ghost:fp16' matches no layer\"]
 "
 
+case_begin "run: the summary counts the engine's overflows"
+# ovf.onnx: x [2,3] -> Mul 1000 "/enc/big1" -> Mul 1000 "/enc/big2" -> y; with x in [1,2]
+# big1 stays below 65504 and every element of big2 overflows fp16.
+"$PY" - <<'PYEOF'
+import onnx
+from onnx import helper, TensorProto as TP
+vi = helper.make_tensor_value_info
+k = helper.make_tensor("k", TP.FLOAT, [], [1000.0])
+nodes = [helper.make_node("Mul", ["x", "k"], ["a"], name="/enc/big1"),
+         helper.make_node("Mul", ["a", "k"], ["y"], name="/enc/big2")]
+g = helper.make_graph(nodes, "ovf", [vi("x", TP.FLOAT, [2, 3])], [vi("y", TP.FLOAT, [2, 3])],
+                      initializer=[k])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+m.ir_version = 8
+onnx.checker.check_model(m)
+onnx.save(m, "ovf.onnx")
+PYEOF
+run "$L" run ovf.onnx --backends reference,emulated --fp16 --val-range '[1,2]'
+expect_exit 0
+expect_stdout_contains "  counters  overflows 6 in 1 layer (first: /enc/big2), NaNs created 0, underflows 0, subnormals 0"
+expect_true "counters line right after the emulated line, once" "$PY" -c "
+lines = open('$STDOUT').read().splitlines()
+i = [k for k, l in enumerate(lines) if l.startswith('emulated  ')][0]
+assert lines[i + 1].startswith('  counters  overflows 6'), lines[i + 1]
+assert sum(l.startswith('  counters') for l in lines) == 1, lines
+"
+run "$L" run ovf.onnx --backends reference --val-range '[1,2]'
+expect_exit 0
+expect_stdout_contains "reference  2 layer outputs"
+expect_stdout_not_contains "counters"
+
 finish
