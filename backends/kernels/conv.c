@@ -32,10 +32,6 @@
 /* Target size of one im2col tile. */
 #define CONV_TILE_BYTES ((size_t)8 << 20)
 
-typedef struct conv_state {
-    ld_window_attrs attrs;
-} conv_state;
-
 typedef struct conv_problem {
     const void *x, *w, *b; /* b may be NULL */
     void *y;
@@ -49,30 +45,6 @@ static const ld_tensor *kin(const ld_kernel_ctx *ctx, int i)
     return i < ctx->n_inputs ? ctx->inputs[i] : NULL;
 }
 
-static ld_status conv_init(ld_kernel_ctx *ctx)
-{
-    ld_status st = ld_blas_init(ctx->err);
-    if (st != LD_OK)
-        return ld_error_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
-    conv_state *s = calloc(1, sizeof *s);
-    if (!s)
-        return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
-    st = ld_window_attrs_parse(ctx, &s->attrs);
-    if (st != LD_OK) {
-        free(s);
-        return st;
-    }
-    ld_scratch_retain();
-    ctx->state = s;
-    return LD_OK;
-}
-
-static void conv_fini(void *state)
-{
-    ld_scratch_release();
-    free(state);
-}
-
 /* --- shapes -------------------------------------------------------------------------- */
 
 /* Validates X [N, C, D...], W [M, C/group, k...] and B [M] and computes the
@@ -80,8 +52,7 @@ static void conv_fini(void *state)
 static ld_status conv_geometry(ld_kernel_ctx *ctx, const ld_tensor *x, const ld_tensor *w,
                                const ld_tensor *b, conv_problem *p)
 {
-    const conv_state *s = ctx->state;
-    const ld_window_attrs *a = &s->attrs;
+    const ld_window_attrs *a = ctx->state;
     char xs[64], ws[64];
     ld_shape_format(&x->shape, xs, sizeof xs);
     ld_shape_format(&w->shape, ws, sizeof ws);
@@ -555,10 +526,14 @@ out:
 }
 
 static const ld_kernel conv_kernels[] = {
-    {"", "Conv", 1, LD_KERNEL_WIDEN_HALF, conv_init, conv_infer, conv_compute, conv_fini},
-    {"", "Conv", 11, LD_KERNEL_WIDEN_HALF, conv_init, conv_infer, conv_compute, conv_fini},
-    {"", "ConvInteger", 10, 0, conv_init, qconv_infer, qconv_compute, conv_fini},
-    {"", "QLinearConv", 10, 0, conv_init, qconv_infer, qconv_compute, conv_fini},
+    {"", "Conv", 1, LD_KERNEL_WIDEN_HALF, ld_window_kernel_init, conv_infer, conv_compute,
+     ld_window_kernel_fini},
+    {"", "Conv", 11, LD_KERNEL_WIDEN_HALF, ld_window_kernel_init, conv_infer, conv_compute,
+     ld_window_kernel_fini},
+    {"", "ConvInteger", 10, 0, ld_window_kernel_init, qconv_infer, qconv_compute,
+     ld_window_kernel_fini},
+    {"", "QLinearConv", 10, 0, ld_window_kernel_init, qconv_infer, qconv_compute,
+     ld_window_kernel_fini},
 };
 
 LD_KERNEL_FAMILY(conv);

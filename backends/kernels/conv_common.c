@@ -1,4 +1,5 @@
 /* layerdiff — window geometry, scratch cache and im2col (see conv_common.h). */
+#include "backends/blas.h"
 #include "backends/kernels/conv_common.h"
 
 #include <pthread.h>
@@ -354,4 +355,28 @@ void ld_im2col(const void *x, int64_t C, const ld_window_geom *g, int64_t p0, in
         im2col_row(xb + (size_t)(c * g->in_size) * elem_size, g, kd, kh, kw, p0, p1,
                    cb + (size_t)(r * row_len) * elem_size, elem_size);
     }
+}
+
+ld_status ld_window_kernel_init(ld_kernel_ctx *ctx)
+{
+    ld_status st = ld_blas_init(ctx->err);
+    if (st != LD_OK)
+        return ld_error_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
+    ld_window_attrs *a = calloc(1, sizeof *a);
+    if (!a)
+        return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
+    st = ld_window_attrs_parse(ctx, a);
+    if (st != LD_OK) {
+        free(a);
+        return st;
+    }
+    ld_scratch_retain();
+    ctx->state = a;
+    return LD_OK;
+}
+
+void ld_window_kernel_fini(void *state)
+{
+    ld_scratch_release();
+    free(state);
 }

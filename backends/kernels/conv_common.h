@@ -44,6 +44,12 @@ typedef struct ld_window_attrs {
  * (strides, dilations >= 1; pads >= 0; known auto_pad). */
 ld_status ld_window_attrs_parse(ld_kernel_ctx *ctx, ld_window_attrs *a);
 
+/* Kernel init/fini shared by Conv, ConvInteger, QLinearConv and ConvTranspose:
+ * loads the BLAS, parses the window attributes into a new ld_window_attrs
+ * (ctx->state, freed by ld_window_kernel_fini) and holds the shared scratch. */
+ld_status ld_window_kernel_init(ld_kernel_ctx *ctx);
+void ld_window_kernel_fini(void *state);
+
 /* One call's geometry, padded to 3 dimensions. */
 typedef struct ld_window_geom {
     int nd;                               /* spatial rank of the tensors (1..3) */

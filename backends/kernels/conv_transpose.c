@@ -26,10 +26,6 @@
 
 #define CONVT_TILE_BYTES ((size_t)8 << 20)
 
-typedef struct convt_state {
-    ld_window_attrs attrs;
-} convt_state;
-
 typedef struct convt_problem {
     const void *x, *w, *b;
     void *y;
@@ -41,30 +37,6 @@ typedef struct convt_problem {
 static const ld_tensor *kin(const ld_kernel_ctx *ctx, int i)
 {
     return i < ctx->n_inputs ? ctx->inputs[i] : NULL;
-}
-
-static ld_status convt_init(ld_kernel_ctx *ctx)
-{
-    ld_status st = ld_blas_init(ctx->err);
-    if (st != LD_OK)
-        return ld_error_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
-    convt_state *s = calloc(1, sizeof *s);
-    if (!s)
-        return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
-    st = ld_window_attrs_parse(ctx, &s->attrs);
-    if (st != LD_OK) {
-        free(s);
-        return st;
-    }
-    ld_scratch_retain();
-    ctx->state = s;
-    return LD_OK;
-}
-
-static void convt_fini(void *state)
-{
-    ld_scratch_release();
-    free(state);
 }
 
 /* Output size and padding of spatial dim i (see the file comment). */
@@ -106,7 +78,7 @@ static ld_status convt_dim(ld_kernel_ctx *ctx, const ld_window_attrs *a, int i, 
 
 static ld_status convt_geometry(ld_kernel_ctx *ctx, convt_problem *p)
 {
-    const ld_window_attrs *a = &((const convt_state *)ctx->state)->attrs;
+    const ld_window_attrs *a = ctx->state;
     const ld_tensor *x = kin(ctx, 0), *w = kin(ctx, 1), *b = kin(ctx, 2);
     char xs[64], ws[64];
     if (!x || !w)
@@ -293,10 +265,10 @@ static ld_status convt_compute(ld_kernel_ctx *ctx)
 }
 
 static const ld_kernel conv_transpose_kernels[] = {
-    {"", "ConvTranspose", 1, LD_KERNEL_WIDEN_HALF, convt_init, convt_infer, convt_compute,
-     convt_fini},
-    {"", "ConvTranspose", 11, LD_KERNEL_WIDEN_HALF, convt_init, convt_infer, convt_compute,
-     convt_fini},
+    {"", "ConvTranspose", 1, LD_KERNEL_WIDEN_HALF, ld_window_kernel_init, convt_infer, convt_compute,
+     ld_window_kernel_fini},
+    {"", "ConvTranspose", 11, LD_KERNEL_WIDEN_HALF, ld_window_kernel_init, convt_infer, convt_compute,
+     ld_window_kernel_fini},
 };
 
 LD_KERNEL_FAMILY(conv_transpose);
