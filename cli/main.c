@@ -74,10 +74,12 @@ static int report(const char *cmd, const ld_error *err)
 
 static int finish_output(int code)
 {
-    /* A full disk or closed pipe must not look like success. */
-    if (fflush(stdout) != 0 || ferror(stdout)) {
+    /* A full disk or closed pipe must not look like success. A command that
+     * failed already said why in its one line (e.g. "cannot write JSON output"). */
+    bool failed = fflush(stdout) != 0 || ferror(stdout);
+    if (failed && code == 0) {
         fprintf(stderr, "layerdiff: error: cannot write to standard output\n");
-        return code != 0 ? code : ld_status_exit_code(LD_ERR_IO);
+        return ld_status_exit_code(LD_ERR_IO);
     }
     return code;
 }

@@ -59,8 +59,12 @@ static void run_child(int fd, const char *path, ld_dump_probe_fn probe)
     for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
         signal(fatal[i], SIG_DFL);
     ld_error result;
-    memset(&result, 0, sizeof result); /* all of it goes down the pipe */
+    ld_error_clear(&result);
     result.status = probe(path, &result);
+    /* All of it goes down the pipe: define the bytes after the message (error
+     * objects are copied around with only the message's NUL set). */
+    size_t len = strnlen(result.message, sizeof result.message - 1);
+    memset(result.message + len, 0, sizeof result.message - len);
     const char *p = (const char *)&result;
     size_t done = 0;
     while (done < sizeof result) {

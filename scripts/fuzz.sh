@@ -56,7 +56,7 @@ export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 # ld_dump_open reads a dump's metadata in a child process first, because HDF5
 # 1.10 crashes or loops on some corrupt files (dump/dump_isolate.c); a short
 # time limit keeps a looping child below libFuzzer's -timeout.
-export LAYERDIFF_HDF5_TIMEOUT=3
+export LAYERDIFF_HDF5_TIMEOUT=1
 
 # An artifact written by such a child (libFuzzer's crash handler runs there
 # too) is a fault inside HDF5 that the isolation contained if replaying the

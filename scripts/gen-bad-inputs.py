@@ -480,6 +480,18 @@ def dump_cases(out):
     dump_case(out, "dump_missing_input.h5", None, "has no such input (it holds 1 input)", LOAD_DUMP, inputs={"q": np.zeros((2, 3), np.float32)})
     dump_case(out, "dump_wrong_input_dtype.h5", None, "the loaded tensor is float64, the model expects float32",
               LOAD_DUMP, inputs={"x": np.zeros((2, 3), np.float64)})
+
+    def huge_unwritten_input(f):
+        g = f["inputs"]
+        attrs = dict(g["x"].attrs)
+        del g["x"]
+        d = g.create_dataset("x", shape=(2**38,), dtype=np.float32, chunks=(1024,), track_times=False)
+        for k, v in attrs.items():
+            d.attrs[k] = v
+
+    # 1 TiB declared, nothing stored: refused before anything is allocated.
+    dump_case(out, "dump_storage_short.h5", huge_unwritten_input,
+              "stores only 0 bytes for 1099511627776 bytes of data", LOAD_DUMP)
     # A valid dump cut short: HDF5 refuses it (its end of file moved).
     whole = os.path.join(out, "dump_truncated.h5")
     write_dump(whole)

@@ -15,6 +15,7 @@ packages=(
   libonnx-testdata                        # conformance data
   python3 python3-onnx python3-numpy python3-h5py  # fixtures, h5py/onnx checks
   clang valgrind                          # fuzzing, memcheck
+  libclang-rt-dev libomp-dev              # clang's libFuzzer/sanitizer runtimes and omp.h (make fuzz)
 )
 
 missing=()

@@ -9,8 +9,11 @@
  *                      further line one --load-inputs value; loaded with
  *                      ld_inputs_make from inside the sandbox, which holds
  *                      .npy, .pb and dump files for the model's inputs
- *   3  --layer-precisions: pending until include/layerdiff/engine.h lands
- *                      (docs/reliability.md); the byte is accepted and ignored
+ *   3  --layer-precisions / --layer-output-types SPEC (bit 2 of the first
+ *                      byte picks which): ld_engine_add_rules, then the
+ *                      precision plan of the model under those rules, with
+ *                      --fp16/--bf16 and the constraints mode taken from bits
+ *                      3-6; "@FILE" specs may name rules.txt in the sandbox
  *
  * The model (bytes below, made with python3-onnx) has inputs x float32
  * [batch,4], ids int64 [batch], "a:b" float16 [2,seq] (a name with a colon)
@@ -23,6 +26,7 @@
 #include <unistd.h>
 
 #include "layerdiff/dump.h"
+#include "layerdiff/engine.h"
 #include "layerdiff/inputs.h"
 #include "layerdiff/onnx.h"
 #include "tests/fuzz/support.h"
@@ -134,6 +138,9 @@ static void make_input_files(void)
     fuzz_write("pb/input_2.pb", pb_ab, sizeof pb_ab);
     fuzz_write("pb/input_3.pb", pb_flag, sizeof pb_flag);
     fuzz_write("ab.pb", pb_ab, sizeof pb_ab);
+
+    const char rules[] = "# a rules file\nid_x:fp16\n\nop:Identity:bf16\n*:fp32\n";
+    fuzz_write("rules.txt", rules, sizeof rules - 1);
 
     ld_tensor *t[4] = {NULL};
     ld_error err;
@@ -255,6 +262,38 @@ static void fuzz_load_inputs(char *text)
     ld_input_set_clear(&set);
 }
 
+static void fuzz_layer_rules(uint8_t flags, const char *spec)
+{
+    if (!source_is_confined(spec))
+        return;
+    ld_engine_config cfg;
+    ld_engine_config_init(&cfg);
+    cfg.fp16 = flags & 8;
+    cfg.bf16 = flags & 16;
+    cfg.constraints = (ld_constraints)((flags >> 5) % 3);
+    ld_error err;
+    ld_error_clear(&err);
+    if (chdir(fuzz_sandbox()) != 0)
+        fuzz_fail("cannot enter the sandbox", NULL);
+    ld_status st = ld_engine_add_rules(&cfg, spec, flags & 4, &err);
+    if (fchdir(home_fd) != 0)
+        fuzz_fail("cannot leave the sandbox", NULL);
+    fuzz_check_status(st, &err, "ld_engine_add_rules");
+    if (st == LD_OK) {
+        char text[256];
+        ld_engine_config_describe(&cfg, text, sizeof text);
+        ld_precision_plan *plan = NULL;
+        st = ld_engine_config_check(&cfg, &err);
+        if (st == LD_OK)
+            st = ld_precision_plan_build(model, &cfg, &plan, &err);
+        fuzz_check_status(st, &err, "ld_precision_plan_build");
+        if (st == LD_OK && plan->n_layers != model->n_nodes)
+            fuzz_fail("plan does not cover every node", NULL);
+        ld_precision_plan_destroy(plan);
+    }
+    ld_engine_config_clear(&cfg);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1 || size > 4096)
@@ -264,7 +303,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 0: fuzz_shapes(text); break;
     case 1: fuzz_ranges(text); break;
     case 2: fuzz_load_inputs(text); break;
-    default: break; /* --layer-precisions: pending (engine.h) */
+    default: fuzz_layer_rules(data[0], text); break;
     }
     free(text);
     return 0;

@@ -146,7 +146,7 @@ def dump_seeds(out, layerdiff):
 
 
 def options_seeds(out):
-    """First byte: 0 --input-shapes, 1 --val-range, 2 --load-inputs (see fuzz_options.c)."""
+    """First byte: 0 --input-shapes, 1 --val-range, 2 --load-inputs, 3 layer rules (see fuzz_options.c)."""
     seeds = [
         (0, "batch:2"), (0, "x:1x4,batch:1"), (0, "seq:3,batch:2,ids:2"), (0, "flag:scalar"),
         (0, "a:b:2x5"), (0, "x:2x4,ids:3"), (0, "batch:0"), (0, "x:9223372036854775807x4"),
@@ -155,6 +155,9 @@ def options_seeds(out):
         (2, "\nnpy"), (2, "\npb"), (2, "\nd.h5"), (2, "batch:2\nx:npy/x.npy,ids:pb/input_1.pb\na:b:ab.pb\nflag:npy/flag.npy"),
         (2, "\nx:x.npy\nids:ids.npy\na:b:npy/a:b.npy\nflag:badflag.npy"), (2, "\npartial.h5"),
         (2, "seq:3\nx:x8.npy,ids:d.h5,a:b:d.h5,flag:d.h5"),
+        (3, "op:Identity:fp16"), (3, "id_*:bf16,*:fp32"), (3 | 8 | 64, "id_x:fp32,op:Id*:tf32"),
+        (3 | 4, "id_a?b:float16,*:float32"), (3 | 16 | 32, "@rules.txt"), (3 | 4 | 64, "op:Identity:bfloat16"),
+        (3, "id_[xf]*:fp16"), (3 | 4, "*:tf32"), (3, ":fp16"), (3, "id_x"),
     ]
     for i, (selector, text) in enumerate(seeds):
         with open(os.path.join(out, "seed%02d" % i), "wb") as f:
