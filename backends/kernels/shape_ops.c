@@ -311,7 +311,7 @@ static ld_status shape_range(ld_kernel_ctx *ctx, int rank, int64_t *start, int64
 
 static ld_status shape_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
 {
-    int64_t start, end;
+    int64_t start = 0, end = 0; /* read below even when a check failed */
     ld_status st = ld_krequire(ctx, 0);
     if (st == LD_OK)
         st = shape_range(ctx, ctx->inputs[0]->shape.rank, &start, &end);
