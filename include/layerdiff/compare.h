@@ -1,20 +1,31 @@
-/* layerdiff — comparing tensors.
+/* layerdiff — comparing tensors and runs (metrics: docs/metrics.md).
  *
- * This header starts with the element-wise closeness check the ONNX backend
- * tests use (numpy.testing.assert_allclose semantics); the per-layer metrics
- * and divergence analysis of the comparator extend it. */
+ * Three layers, each usable alone:
+ *   1. ld_allclose: the element-wise check of the ONNX backend tests.
+ *   2. ld_compare_tensors: every metric of one (reference, test) tensor pair,
+ *      computed in double, plus the pass/fail verdict under a tolerance.
+ *   3. ld_compare_session: fed one tensor pair at a time in topological order
+ *      (live from `run`, or from dumps in `compare`), keeps a small record per
+ *      tensor (never the tensors) and, at finish, finds the first divergent
+ *      layer, the origin layers and the culprits. Reports (report/) render a
+ *      finished session. */
 #ifndef LAYERDIFF_COMPARE_H
 #define LAYERDIFF_COMPARE_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "layerdiff/error.h"
+#include "layerdiff/numerics.h"
+#include "layerdiff/round.h"
 #include "layerdiff/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- 1. allclose (conformance) ------------------------------------------------------- */
 
 typedef struct ld_allclose_result {
     bool pass;
@@ -33,6 +44,211 @@ typedef struct ld_allclose_result {
  * bfloat16 that way). */
 ld_status ld_allclose(const ld_tensor *actual, const ld_tensor *expected, double rtol, double atol,
                       const char *what, ld_allclose_result *result, ld_error *err);
+
+/* ---- 2. tensor-pair metrics ---------------------------------------------------------- */
+
+/* Polygraphy's epsilon for relative error where the reference is 0, so
+ * users' rtol values carry over: rel = |t - r| / (|r| + eps) for r == 0 only
+ * (Polygraphy divides by |r| elsewhere too, without eps when r != 0). */
+#define LD_COMPARE_REL_EPSILON 2.22e-16
+
+typedef enum ld_tol_mode {
+    LD_TOL_POLYGRAPHY = 0, /* element fails when (abs > atol or NaN) AND (rel > rtol or NaN) */
+    LD_TOL_ALLCLOSE        /* element fails when !(|t - r| <= atol + rtol * |r|) */
+} ld_tol_mode;
+
+typedef enum ld_check_stat {
+    LD_CHECK_ELEMWISE = 0, /* every element must pass the element rule */
+    LD_CHECK_MAX,          /* the tensor passes when !(max abs > atol AND max rel > rtol) */
+    LD_CHECK_MEAN,
+    LD_CHECK_MEDIAN,
+    LD_CHECK_QUANTILE      /* the `quantile` quantile of abs and of rel */
+} ld_check_stat;
+
+/* How one tensor is judged. */
+typedef struct ld_tolerance {
+    double atol, rtol;
+    ld_tol_mode mode;
+    ld_check_stat check;
+    double quantile;       /* for LD_CHECK_QUANTILE, in [0, 1] */
+    bool nan_is_error;     /* any NaN in the test tensor fails it, even where r is NaN */
+} ld_tolerance;
+
+/* Exact order statistics of one error measure over all elements (nearest-rank
+ * on the sorted values: the q quantile of n values is element
+ * ceil(q * n) - 1, clamped to [0, n-1]; median = 0.5 quantile). Elements where
+ * exactly one side is NaN or they are unequal infinities count as +inf error;
+ * NaN/inf in the same place on both sides count as 0. All NaN when n == 0. */
+typedef struct ld_error_stats {
+    double max, mean, median, p90, p95, p99;
+    double quantile;       /* at ld_tolerance.quantile (LD_CHECK_QUANTILE), else NaN */
+    int64_t max_index;     /* flat index of the (first) max, -1 when n == 0 */
+} ld_error_stats;
+
+/* One side's values. min/max/mean/std over finite values (NaN when none). */
+typedef struct ld_side_stats {
+    int64_t nan, pos_inf, neg_inf;
+    int64_t subnormal;     /* nonzero values below the smallest normal of the side's own
+                              dtype (float32 for float32 tensors, fp16 for float16, ...) */
+    int64_t zero;
+    double min, max, mean, std;
+} ld_side_stats;
+
+typedef struct ld_tensor_metrics {
+    int64_t n;                  /* elements compared */
+    ld_error_stats abs;         /* |t - r| */
+    ld_error_stats rel;         /* |t - r| / |r| (epsilon rule above) */
+    ld_error_stats ulp;         /* |t - r| / ulp_p(r), p = the layer precision; only max,
+                                   mean, p99 are filled, others NaN */
+    int64_t rel_tiny_ref;       /* elements with 0 < |r| < smallest normal of p: rel error
+                                   there is meaningless, reported not hidden */
+    double cosine;              /* Σrt / sqrt(Σr² Σt²); 1 when both all-zero, NaN if any
+                                   non-finite pair remains after removing matching specials */
+    double snr_db;              /* 10 log10(Σr² / Σ(t-r)²); +inf when equal */
+    double l2_rel;              /* sqrt(Σ(t-r)²) / sqrt(Σr²); 0 when equal, +inf when r = 0 */
+    ld_side_stats ref, test;
+    int64_t nonfinite_test_only;/* t NaN/inf where r is finite */
+    int64_t special_mismatch;   /* NaN/inf not matched on the other side, either way */
+    int64_t would_overflow;     /* |r| > max finite of p, for p = fp16 or bf16 (else 0) */
+    int64_t underflow_zero;     /* t == 0 where r != 0 */
+    /* verdict under the tolerance given */
+    int64_t n_fail;             /* elements failing the element rule (also counted for the
+                                   statistic checks, for reports) */
+    int64_t first_fail_index;   /* flat index, -1 when none */
+    bool pass;
+} ld_tensor_metrics;
+
+/* Reusable scratch (sorting buffers) so a session does not allocate per
+ * tensor. Created empty; grows to the largest tensor seen. */
+typedef struct ld_compare_scratch ld_compare_scratch;
+ld_status ld_compare_scratch_create(ld_compare_scratch **out, ld_error *err);
+void ld_compare_scratch_destroy(ld_compare_scratch *s);
+
+/* Computes every metric of the pair. ref and test must have the same shape
+ * (else LD_ERR_INPUT naming `what`, both shapes); any two float dtypes
+ * compare (an fp16 test tensor against an fp32 reference is the normal case);
+ * integer/bool tensors compare only with integer/bool tensors, exactly
+ * (abs/rel on their values; ulp NaN). precision: what the test layer computed
+ * in (for ulp, tiny-reference and overflow counts). scratch may be NULL
+ * (allocates then). */
+ld_status ld_compare_tensors(const ld_tensor *ref, const ld_tensor *test, ld_precision precision,
+                             const ld_tolerance *tol, ld_compare_scratch *scratch,
+                             const char *what, ld_tensor_metrics *out, ld_error *err);
+
+/* ---- tolerances from the command line ------------------------------------------------ */
+
+/* --atol / --rtol: a default and per-tensor overrides, "PATTERN:VALUE" with
+ * PATTERN a glob over tensor names (fnmatch, last matching entry wins). */
+typedef struct ld_tolerance_override {
+    char *pattern;
+    double value;
+} ld_tolerance_override;
+
+typedef struct ld_tolerance_spec {
+    bool atol_set, rtol_set;         /* a global value was given */
+    double atol, rtol;
+    int n_atol, n_rtol;
+    ld_tolerance_override *atol_overrides, *rtol_overrides;
+    ld_tol_mode mode;
+    ld_check_stat check;
+    double quantile;
+    bool nan_is_error;
+} ld_tolerance_spec;
+
+/* Parses one --atol/--rtol argument ("1e-3" or "PATTERN:1e-2") into spec.
+ * LD_ERR_USAGE with a one-line message on a bad number or empty pattern. */
+ld_status ld_tolerance_spec_add(ld_tolerance_spec *spec, bool is_atol, const char *arg,
+                                ld_error *err);
+void ld_tolerance_spec_free(ld_tolerance_spec *spec);
+/* The default atol = rtol for a test layer precision: 1e-5 for fp32, ten
+ * times the unit roundoff otherwise (fp16/tf32 10*2^-11, bf16 10*2^-8). */
+double ld_tolerance_default(ld_precision precision);
+/* The tolerance for one tensor: overrides, else the global value, else the
+ * default for its precision. */
+ld_tolerance ld_tolerance_for(const ld_tolerance_spec *spec, const char *tensor_name,
+                              ld_precision precision);
+
+/* ---- 3. a comparison session --------------------------------------------------------- */
+
+/* One tensor pair handed to a session. Everything borrowed for the call. */
+typedef struct ld_compare_item {
+    const char *name;           /* tensor name */
+    const char *node;           /* producing node ("" for graph inputs) */
+    const char *op_type;        /* "" for graph inputs */
+    int64_t topo_index;         /* producing node's topological index, -1 for inputs */
+    int output_index;
+    ld_precision precision;     /* what the test layer computed in */
+    ld_layer_counters counters; /* the test engine's counters for the layer */
+    int n_inputs;               /* the producing node's input tensor names; "" = omitted */
+    const char *const *inputs;
+    bool is_graph_output;
+    const ld_tensor *ref;
+    const ld_tensor *test;
+    const ld_tensor *isolated;  /* the test layer run on the reference's inputs, or NULL */
+} ld_compare_item;
+
+/* What a session keeps per tensor (owned by the session). */
+typedef struct ld_compare_record {
+    char *name, *node, *op_type;
+    int64_t topo_index;
+    int output_index;
+    ld_precision precision;
+    ld_layer_counters counters;
+    ld_dtype ref_dtype, test_dtype;
+    ld_shape shape;
+    bool is_graph_output;
+    bool is_float;
+    int n_inputs;               /* indices of input records (earlier in the session), -1 for
+                                   inputs that were not compared (initializers, omitted) */
+    int *inputs;
+    ld_tolerance tol;
+    ld_tensor_metrics metrics;  /* accumulated: test run vs reference */
+    bool has_isolated;
+    ld_tensor_metrics isolated; /* isolated: test layer on reference inputs vs reference */
+    /* filled by ld_compare_session_finish: */
+    bool origin;                /* fails while all its float inputs pass */
+    double rate_of_change;      /* CRADLE R = (δ - δ_in) / (δ_in + 1e-7), δ = mean abs error */
+    bool culprit;               /* isolated error far above normal rounding, or overflowed */
+} ld_compare_record;
+
+typedef struct ld_compare_options {
+    ld_tolerance_spec tol;      /* borrowed by the session */
+    /* A layer is a culprit when its isolated max ulp error exceeds this (default 8 when 0)
+       or its isolated output overflowed (would_overflow or nonfinite_test_only > 0). */
+    double culprit_ulp;
+} ld_compare_options;
+
+typedef struct ld_compare_summary {
+    bool pass;                  /* every compared tensor passed */
+    int n_compared, n_failed;
+    int first_divergent;        /* record index, -1 when none */
+    int n_origins;              /* origin record indices, ranked by rate_of_change desc */
+    const int *origins;
+    int n_culprits;             /* culprit record indices, ranked by isolated max ulp desc */
+    const int *culprits;
+    int64_t overflows, nans_created, underflows; /* sums of the test engine's counters */
+    int64_t would_overflow;     /* sum over records */
+    bool has_isolated;          /* any record has isolated metrics */
+} ld_compare_summary;
+
+typedef struct ld_compare_session ld_compare_session;
+
+/* opts is copied except opts->tol, which is borrowed and must outlive the
+ * session. Return value: new session, free with ld_compare_session_destroy. */
+ld_status ld_compare_session_create(ld_compare_session **out, const ld_compare_options *opts,
+                                    ld_error *err);
+void ld_compare_session_destroy(ld_compare_session *s);
+/* Judges one pair (metrics computed now; tensors not kept). Items must come
+ * in topological order (graph inputs first); a duplicate name is an error. */
+ld_status ld_compare_session_add(ld_compare_session *s, const ld_compare_item *item,
+                                 ld_error *err);
+/* Divergence analysis over all records; call once, after the last add. */
+ld_status ld_compare_session_finish(ld_compare_session *s, ld_error *err);
+int ld_compare_session_count(const ld_compare_session *s);
+/* Borrowed, valid until destroy. */
+const ld_compare_record *ld_compare_session_record(const ld_compare_session *s, int i);
+/* Borrowed; valid after finish. */
+const ld_compare_summary *ld_compare_session_summary(const ld_compare_session *s);
 
 #ifdef __cplusplus
 }

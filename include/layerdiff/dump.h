@@ -40,6 +40,9 @@ typedef struct ld_dump_run_info {
     const char *backend;       /* backend name */
     const char *config;        /* free-form description of the precision config, or NULL
                                   (the writer stores NULL as "") */
+    const char *isolated_of;   /* this run holds each layer of run `isolated_of` computed on
+                                  the reference run's inputs (isolated error); NULL or "" for
+                                  an ordinary run. Absent in older dumps (reader: "") */
 } ld_dump_run_info;
 
 /* ld_layer_counters (per-layer engine counters) is defined in numerics.h. */
@@ -53,6 +56,10 @@ typedef struct ld_dump_tensor_meta {
     int output_index;          /* which output of the node (0 for inputs) */
     const char *precision;     /* "fp32", "fp16", ... the layer ran in ("" unknown) */
     ld_layer_counters counters;
+    int n_inputs;              /* the producing node's input tensor names ("" = omitted input);
+                                  0 for graph inputs and in dumps written before they were
+                                  stored */
+    const char *const *inputs;
     /* reader only: */
     ld_dtype dtype;
     ld_shape shape;
