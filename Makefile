@@ -67,6 +67,8 @@ ASAN_BIN   := $(BUILD)/asan/layerdiff
 UNIT_BINS  := $(UNIT_SRCS:tests/%.c=$(BUILD)/asan/tests/%)
 EXH_BINS   := $(EXH_SRCS:tests/%.c=$(BUILD)/tests/%)
 PLUGINS    := $(PLUGIN_SRCS:tests/plugins/%.c=$(BUILD)/plugins/%.so)
+# The same plugins without sanitizers, for the valgrind runs.
+VG_PLUGINS := $(PLUGIN_SRCS:tests/plugins/%.c=$(BUILD)/valgrind/plugins/%.so)
 
 .PHONY: all help demo test unit-test e2e-test exhaustive-test fixtures clean deps conformance bench
 .DEFAULT_GOAL := all
@@ -149,8 +151,13 @@ $(BUILD)/plugins/%.so: tests/plugins/%.c $(BUILD)/config.mk
 	$(Q)$(CC) $(BASE_CFLAGS) -O1 $(SAN_FLAGS) -fPIC -shared -o $@ $<
 
 # --- tests ------------------------------------------------------------------------
-test: $(UNIT_BINS) $(EXH_BINS) $(ASAN_BIN) $(BIN) $(PLUGINS) ## build and run every test (unit, exhaustive, end-to-end)
-	@bash scripts/run-tests.sh --build $(BUILD) $(UNIT_BINS) $(EXH_BINS) -- tests/e2e/test_*.sh
+# Last step: memcheck on the release binary over CI's subset (scripts/valgrind.sh).
+test: $(UNIT_BINS) $(EXH_BINS) $(ASAN_BIN) $(BIN) $(PLUGINS) $(VG_PLUGINS) ## build and run every test (unit, exhaustive, end-to-end, then valgrind on a subset)
+	@status=0; \
+	  bash scripts/run-tests.sh --build $(BUILD) $(UNIT_BINS) $(EXH_BINS) -- tests/e2e/test_*.sh || status=1; \
+	  echo; echo "=== valgrind memcheck (VALGRIND_SUBSET=ci)"; \
+	  bash scripts/valgrind.sh --build $(BUILD) --subset ci || status=1; \
+	  exit $$status
 
 unit-test: $(UNIT_BINS) ## run the cmocka unit tests only
 	@bash scripts/run-tests.sh --build $(BUILD) $(UNIT_BINS) --
@@ -236,16 +243,34 @@ $(FMA_PEAK): bench/fma_peak.c $(BUILD)/config.mk
 	@echo '  CC    $@'
 	$(Q)$(CC) $(REL_CFLAGS) -o $@ $<
 
-bench: $(BIN) $(FMA_PEAK) ## benchmark: FMA peak, run time, conv/gemm GFLOP/s, RSS with --dump; writes build/bench.json
+# bench/hdf5_write_loop writes the bytes of a dump in one plain HDF5 loop: the
+# yardstick of the dump writer's speed during `run --dump` (issue 5).
+HDF5_WRITE_LOOP := $(BUILD)/bench/hdf5_write_loop
+
+$(HDF5_WRITE_LOOP): bench/hdf5_write_loop.c $(BUILD)/config.mk
+	@mkdir -p $(dir $@)
+	@echo '  CC    $@'
+	$(Q)$(CC) $(REL_CFLAGS) -o $@ $< $(DEP_LIBS)
+
+# bench/compare_throughput times ld_compare_tensors on float32 pairs against
+# memcpy of the same bytes (issue 5's comparator goal); linked to the release
+# library like the binary.
+COMPARE_THROUGHPUT := $(BUILD)/bench/compare_throughput
+
+$(COMPARE_THROUGHPUT): bench/compare_throughput.c $(LIB)
+	@mkdir -p $(dir $@)
+	@echo '  CC    $@'
+	$(Q)$(CC) $(REL_CFLAGS) -o $@ $< $(LIB) $(DEP_LIBS)
+
+bench: $(BIN) $(FMA_PEAK) $(HDF5_WRITE_LOOP) $(COMPARE_THROUGHPUT) ## benchmark: FMA peak, run time, conv/gemm GFLOP/s, RSS with --dump; writes build/bench.json
 	@bash scripts/bench.sh --build $(BUILD)
 
 # --- valgrind ---------------------------------------------------------------------------
 # scripts/valgrind.sh runs the end-to-end tests on the release binary (-O2 -g)
 # under valgrind memcheck (zero errors, zero definite/indirect leaks; third-party
 # suppressions in tests/valgrind.supp). Backend plugins are rebuilt without
-# sanitizers for it. VALGRIND_SUBSET=ci is the few-minute subset .ci/run uses.
+# sanitizers for it. VALGRIND_SUBSET=ci is the few-minute subset `make test` ends with.
 VALGRIND_SUBSET ?= all
-VG_PLUGINS := $(PLUGIN_SRCS:tests/plugins/%.c=$(BUILD)/valgrind/plugins/%.so)
 
 .PHONY: valgrind
 valgrind: $(BIN) $(VG_PLUGINS) ## run the end-to-end tests on build/layerdiff under valgrind memcheck (VALGRIND_SUBSET=ci: CI's subset)
@@ -257,8 +282,9 @@ $(BUILD)/valgrind/plugins/%.so: tests/plugins/%.c $(BUILD)/config.mk
 	$(Q)$(CC) $(BASE_CFLAGS) -O1 -fPIC -shared -o $@ $<
 
 # --- fixtures and demo ---------------------------------------------------------------
-fixtures: ## regenerate fixtures/ with scripts/gen-fixtures.py (Debian's python3-onnx)
+fixtures: ## regenerate fixtures/ with scripts/gen-fixtures.py and gen-scenarios.py (Debian's python3-onnx)
 	$(PYTHON) scripts/gen-fixtures.py fixtures
+	$(PYTHON) scripts/gen-scenarios.py fixtures
 
 demo: $(BIN) ## build and run the main job on the bundled default model
 	@bash scripts/demo.sh $(BIN)

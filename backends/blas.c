@@ -23,12 +23,11 @@
  * or its own CPU table, which in 0.3.21 misses newer CPUs (Emerald Rapids
  * Xeons fall back to SSE3 "Prescott", 34 GFLOP/s; Zen 5 happens to get
  * Cooperlake), and BLIS 0.9 gives Zen 5 its "generic" kernel. So the
- * library is not linked: at first use we read the CPU features, set
- * OPENBLAS_CORETYPE for the moment of dlopen — only when the user has not
- * set it — and restore the environment afterwards. A user's
- * OPENBLAS_CORETYPE / BLIS_ARCH_TYPE always wins (some sites set it because
- * old builds miscompute on their CPUs), and ld_blas_describe() says which
- * kernel runs and why. */
+ * library is not linked: at first use we choose the kernel from the CPU's
+ * features (blas_core.c: a preset OPENBLAS_CORETYPE / BLIS_ARCH_TYPE is
+ * ignored, LAYERDIFF_BLAS_CORETYPE wins), set the library's variable for the
+ * moment of dlopen and restore the environment afterwards;
+ * ld_blas_describe() says which kernel runs and why. */
 #include "backends/blas.h"
 
 #include <dlfcn.h>
@@ -67,7 +66,7 @@ typedef struct blas_lib {
     void (*blis_set_threads)(long);
     char version[32];
     char core[32];
-    char why[96];                     /* where the core choice came from */
+    char why[200];                    /* where the core choice came from */
     ld_status status;
     char message[LD_ERROR_MESSAGE_SIZE];
 } blas_lib;
@@ -78,24 +77,6 @@ static atomic_int blas_threads_set; /* OpenMP threads one product may use; 0 = n
 static pthread_mutex_t describe_lock = PTHREAD_MUTEX_INITIALIZER;
 static char description[LD_ERROR_MESSAGE_SIZE + 256];
 
-/* --- CPU features ------------------------------------------------------------ */
-
-/* GCC's __builtin_cpu_supports also checks that the OS saves the vector
- * state (XGETBV), so an AVX-512 answer means the kernel can run. */
-static bool cpu_has_avx512_skx(void)
-{
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vl");
-}
-
-static bool cpu_has_avx2_fma(void)
-{
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-
 /* --- loading ------------------------------------------------------------------ */
 
 static void *load_symbol(void *handle, const char *name)
@@ -103,26 +84,43 @@ static void *load_symbol(void *handle, const char *name)
     return handle ? dlsym(handle, name) : NULL;
 }
 
-/* Sets var to value for a moment unless the user has set it (value NULL:
- * nothing). Returns whether it was set, for unset_env. */
-static bool set_env(const char *var, const char *value)
-{
-    bool set = value && !getenv(var);
-    if (set)
-        setenv(var, value, 1);
-    return set;
-}
+/* A variable set (value) or removed (NULL) for the moment of loading a
+ * library, then put back as it was: the process's children (and anything
+ * else reading the environment later) see the user's environment. */
+typedef struct env_override {
+    const char *var;
+    bool had;
+    char saved[256];
+} env_override;
 
-static void unset_env(const char *var, bool was_set)
+static void env_override_begin(env_override *o, const char *var, const char *value)
 {
-    if (was_set)
+    const char *now = getenv(var);
+    o->var = var;
+    o->had = now != NULL && strlen(now) < sizeof o->saved;
+    snprintf(o->saved, sizeof o->saved, "%s", o->had ? now : "");
+    if (value)
+        setenv(var, value, 1);
+    else
         unsetenv(var);
 }
 
-static void load_openblas(blas_lib *b)
+static void env_override_end(const env_override *o)
 {
-    const char *user = getenv("OPENBLAS_CORETYPE");
-    const char *choice = cpu_has_avx512_skx() ? "SkylakeX" : cpu_has_avx2_fma() ? "Haswell" : NULL;
+    if (o->had)
+        setenv(o->var, o->saved, 1);
+    else
+        unsetenv(o->var);
+}
+
+static const char *env_nonempty(const char *var)
+{
+    const char *v = getenv(var);
+    return v && *v ? v : NULL;
+}
+
+static void load_openblas(blas_lib *b, const ld_blas_core_choice *choice)
+{
     /* Already in the process (linked by something else): its constructor has
      * run and our choice cannot apply; say so instead of pretending. */
     void *already = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
@@ -131,11 +129,12 @@ static void load_openblas(blas_lib *b)
     } else {
         /* One thread: the library then starts no worker threads (they would
          * only idle, since gemm_dispatch runs it single-threaded). */
-        bool core_set = set_env("OPENBLAS_CORETYPE", choice);
-        bool threads_set = set_env("OPENBLAS_NUM_THREADS", "1");
+        env_override core, threads;
+        env_override_begin(&core, "OPENBLAS_CORETYPE", *choice->core ? choice->core : NULL);
+        env_override_begin(&threads, "OPENBLAS_NUM_THREADS", "1");
         b->handle = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
-        unset_env("OPENBLAS_NUM_THREADS", threads_set);
-        unset_env("OPENBLAS_CORETYPE", core_set);
+        env_override_end(&threads);
+        env_override_end(&core);
     }
     if (!b->handle) {
         snprintf(b->message, sizeof b->message, "libopenblas.so.0: %s", dlerror());
@@ -158,17 +157,12 @@ static void load_openblas(blas_lib *b)
     if (config)
         sscanf(config(), "OpenBLAS %31s", b->version);
     if (already)
-        snprintf(b->why, sizeof b->why, "already loaded by the process");
-    else if (user)
-        snprintf(b->why, sizeof b->why, "OPENBLAS_CORETYPE=%s set by the user", user);
-    else if (choice)
-        snprintf(b->why, sizeof b->why, "chosen by layerdiff for this %s CPU",
-                 strcmp(choice, "SkylakeX") == 0 ? "AVX-512" : "AVX2+FMA");
+        snprintf(b->why, sizeof b->why, "already loaded by the process: its own choice");
     else
-        snprintf(b->why, sizeof b->why, "the library's own CPU detection");
+        snprintf(b->why, sizeof b->why, "%s", choice->why);
 }
 
-static void load_blis(blas_lib *b)
+static void load_blis(blas_lib *b, const ld_blas_core_choice *choice)
 {
     b->handle = dlopen("libblis.so.4", RTLD_NOW | RTLD_LOCAL);
     if (!b->handle) {
@@ -192,26 +186,32 @@ static void load_blis(blas_lib *b)
     }
     /* BLIS reads BLIS_ARCH_TYPE lazily, on its first call: bli_init (which
      * must come before bli_arch_query_id) is that call. Its own detection
-     * gives "generic" (38 GFLOP/s) on CPUs newer than its table, so pick the
-     * kernel from the CPU features. */
-    const char *user = getenv("BLIS_ARCH_TYPE");
-    int want = cpu_has_avx512_skx() ? BLIS_ARCH_ID_SKX
-               : cpu_has_avx2_fma() ? BLIS_ARCH_ID_HASWELL : -1;
+     * gives "generic" (38 GFLOP/s) on CPUs newer than its table, so the
+     * kernel follows the OpenBLAS choice's instructions. */
+    int want = choice->needs & LD_CPU_AVX512 ? BLIS_ARCH_ID_SKX
+               : choice->needs & LD_CPU_AVX2_FMA ? BLIS_ARCH_ID_HASWELL : -1;
     const char *want_name = want == BLIS_ARCH_ID_SKX ? "skx" : "haswell";
     char value[8] = "";
     if (want >= 0 && strcmp(arch_name(want), want_name) == 0)
         snprintf(value, sizeof value, "%d", want);
-    bool set = *value && set_env("BLIS_ARCH_TYPE", value);
+    env_override arch;
+    env_override_begin(&arch, "BLIS_ARCH_TYPE", *value ? value : NULL);
     init();
     int id = arch_id();
-    unset_env("BLIS_ARCH_TYPE", set);
+    env_override_end(&arch);
     b->name = "blis";
     snprintf(b->core, sizeof b->core, "%s", arch_name(id));
     snprintf(b->version, sizeof b->version, "%s", version ? version() : "?");
-    if (user)
-        snprintf(b->why, sizeof b->why, "BLIS_ARCH_TYPE=%s set by the user", user);
-    else if (set)
-        snprintf(b->why, sizeof b->why, "chosen by layerdiff for this CPU");
+    const char *requested = env_nonempty("LAYERDIFF_BLAS_CORETYPE");
+    const char *preset = env_nonempty("BLIS_ARCH_TYPE");
+    if (requested)
+        snprintf(b->why, sizeof b->why, "LAYERDIFF_BLAS_CORETYPE=%s set by the user%s", requested,
+                 *value ? "" : "; no BLIS equivalent: the library's own CPU detection");
+    else if (*value)
+        snprintf(b->why, sizeof b->why, "chosen by layerdiff for this %s CPU%s%s%s",
+                 want == BLIS_ARCH_ID_SKX ? "AVX-512" : "AVX2+FMA",
+                 preset ? "; BLIS_ARCH_TYPE=" : "", preset ? preset : "",
+                 preset ? " in the environment ignored" : "");
     else
         snprintf(b->why, sizeof b->why, "the library's own CPU detection");
 }
@@ -227,10 +227,20 @@ static void load_blas(void)
                  "LAYERDIFF_BLAS=%s: expected \"openblas\" or \"blis\"", force);
         return;
     }
+    ld_blas_core_choice choice;
+    ld_error err;
+    ld_error_clear(&err);
+    blas.status = ld_blas_choose_core(env_nonempty("LAYERDIFF_BLAS_CORETYPE"),
+                                      env_nonempty("OPENBLAS_CORETYPE"), ld_blas_cpu_features(),
+                                      &choice, &err);
+    if (blas.status != LD_OK) {
+        snprintf(blas.message, sizeof blas.message, "%s", err.message);
+        return;
+    }
     if (want_openblas)
-        load_openblas(&blas);
+        load_openblas(&blas, &choice);
     if (!blas.name && want_blis)
-        load_blis(&blas);
+        load_blis(&blas, &choice);
     blas.status = blas.name ? LD_OK : LD_ERR_UNSUPPORTED;
     /* The library itself always runs single-threaded; ld_sgemm splits the
      * product over OpenMP threads (see gemm_dispatch). */
@@ -245,6 +255,8 @@ ld_status ld_blas_init(ld_error *err)
     pthread_once(&blas_once, load_blas);
     if (blas.status == LD_OK)
         return LD_OK;
+    if (blas.status == LD_ERR_USAGE)
+        return ld_error_set(err, blas.status, "%s", blas.message);
     return ld_error_set(err, blas.status,
                         "no BLAS could be loaded (%s); run scripts/install-deps.sh", blas.message);
 }

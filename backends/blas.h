@@ -23,11 +23,56 @@
 
 /* Loads and configures the BLAS once per process (thread-safe, idempotent).
  * Call it early while the process is single-threaded (kernel init does): it
- * may set OPENBLAS_CORETYPE / BLIS_ARCH_TYPE for the moment of loading.
- * Order: libopenblas.so.0, then libblis.so.4; LAYERDIFF_BLAS=openblas|blis
- * forces one. Fails (LD_ERR_UNSUPPORTED, naming the libraries tried and why)
- * when none loads; ld_sgemm then falls back to the naive loops below. */
+ * sets OPENBLAS_CORETYPE / BLIS_ARCH_TYPE for the moment of loading and
+ * restores the environment afterwards. Order: libopenblas.so.0, then
+ * libblis.so.4; LAYERDIFF_BLAS=openblas|blis forces one. Fails with
+ * LD_ERR_USAGE on a bad LAYERDIFF_BLAS or LAYERDIFF_BLAS_CORETYPE (every
+ * later call returns the same error), with LD_ERR_UNSUPPORTED (naming the
+ * libraries tried and why) when none loads; ld_sgemm then falls back to the
+ * naive loops below. */
 ld_status ld_blas_init(ld_error *err);
+
+/* --- Kernel policy ------------------------------------------------------------------
+ * The BLAS's CPU kernel comes from the CPU's features: OpenBLAS "SkylakeX" on
+ * AVX-512 (F, CD, BW, DQ, VL), "Haswell" on AVX2+FMA, else the library's own
+ * detection (BLIS: skx, haswell, its own). OPENBLAS_CORETYPE and
+ * BLIS_ARCH_TYPE in the environment are ignored (environments preset them
+ * for other programs; see blas_core.c); LAYERDIFF_BLAS_CORETYPE=NAME, any
+ * OpenBLAS core type name, case-insensitive, wins when the CPU has the
+ * instructions that kernel needs (under BLIS: AVX-512 names run skx,
+ * Haswell/Zen/Excavator run haswell, others BLIS's own detection). */
+
+/* CPU feature bits that decide a kernel. LD_CPU_AVX512 is F, CD, BW, DQ and
+ * VL together (what OpenBLAS's SkylakeX kernel and BLIS's skx use). */
+enum {
+    LD_CPU_SSE3 = 1u << 0,
+    LD_CPU_SSSE3 = 1u << 1,
+    LD_CPU_SSE41 = 1u << 2,
+    LD_CPU_SSE42 = 1u << 3,
+    LD_CPU_AVX = 1u << 4,
+    LD_CPU_AVX2_FMA = 1u << 5,
+    LD_CPU_AVX512 = 1u << 6,
+    LD_CPU_FMA4 = 1u << 7,
+    LD_CPU_3DNOW = 1u << 8,
+};
+
+/* This CPU's LD_CPU_* bits (and the OS saves the registers they use). */
+unsigned ld_blas_cpu_features(void);
+
+typedef struct ld_blas_core_choice {
+    char core[32];  /* OpenBLAS core type name to load with; "" = the library's detection */
+    unsigned needs; /* LD_CPU_* bits of that core ("": 0) */
+    char why[200];  /* for ld_blas_describe, e.g. "chosen by layerdiff for this AVX-512 CPU" */
+} ld_blas_core_choice;
+
+/* The policy above as a pure function (tested with made-up CPUs): requested
+ * is LAYERDIFF_BLAS_CORETYPE (NULL or "" when unset), preset the
+ * OPENBLAS_CORETYPE found in the environment (only named in *why), cpu the
+ * LD_CPU_* bits. Fails with LD_ERR_USAGE, one line listing the valid names,
+ * for an unknown name, or naming the missing instructions for a core this
+ * CPU cannot run. */
+ld_status ld_blas_choose_core(const char *requested, const char *preset, unsigned cpu,
+                              ld_blas_core_choice *out, ld_error *err);
 
 /* One line for logs and benchmarks, e.g. "openblas 0.3.21 SkylakeX (chosen by
  * layerdiff for this AVX-512 CPU), 2 threads". Borrowed, valid until the next

@@ -55,7 +55,11 @@ typedef struct emulated_backend {
     bool in_nan, in_inf;        /* the node being run: a float input holds NaN / +-inf */
     void *show_buf;             /* owned; what observers see of a converted tensor */
     size_t show_cap;
+    int shown_value;            /* the value whose float16 bits show_buf holds from its
+                                   rounding (round_output), -1 for none */
+    bool observing;             /* the run has an observer */
     ld_exec *exec;              /* owned */
+    struct observe_wrap *wrap;  /* owned; the stepwise run's observer (see emu_observe) */
 } emulated_backend;
 
 /* --- precisions and conversions ------------------------------------------------------- */
@@ -309,6 +313,38 @@ static bool has_parameter_inputs(const ld_node *node)
     return false;
 }
 
+/* show_buf with room for a float16/bfloat16 copy of count elements. */
+static ld_status show_reserve(emulated_backend *b, int64_t count, const char *name, ld_error *err)
+{
+    size_t need = (size_t)count * 2 + 1;
+    if (need <= b->show_cap)
+        return LD_OK;
+    void *grown = realloc(b->show_buf, need);
+    if (!grown)
+        return ld_error_set(err, LD_ERR_NOMEM, "tensor '%s': cannot allocate %zu bytes", name,
+                            need);
+    b->show_buf = grown;
+    b->show_cap = need;
+    b->shown_value = -1;
+    return LD_OK;
+}
+
+/* Rounds output j to float16 (the layer's output type, observed as float16)
+ * and keeps the float16 bits for the observer in the same pass (see
+ * emu_observe). False when that does not apply: the caller rounds. */
+static bool round_and_show(emulated_backend *b, ld_kernel_ctx *ctx, int j, ld_dtype to,
+                           const ld_round_options *o, ld_emu_tally *t)
+{
+    ld_tensor *out = ctx->outputs[j];
+    ld_error unused;
+    if (!b->observing || to != LD_DTYPE_FLOAT16 || o->flush_denormals ||
+        show_reserve(b, out->count, out->name, &unused) != LD_OK ||
+        !ld_emu_round_fp16_keep(out->data, out->data, b->show_buf, out->count, ctx->threads, t))
+        return false;
+    b->shown_value = ctx->node->outputs[j];
+    return true;
+}
+
 /* Output j rounded to the layer's output type `to`; *exact receives the
  * precision its float32 values are exact in (-1: none known). */
 static ld_status round_output(emulated_backend *b, ld_kernel_ctx *ctx, int j, ld_dtype to,
@@ -332,7 +368,8 @@ static ld_status round_output(emulated_backend *b, ld_kernel_ctx *ctx, int j, ld
         *exact = (int)lp->precision;
         return LD_OK;
     }
-    ld_emu_round_counted(out->data, out->data, out->count, tp, o, ctx->threads, t);
+    if (!round_and_show(b, ctx, j, to, o, t))
+        ld_emu_round_counted(out->data, out->data, out->count, tp, o, ctx->threads, t);
     *exact = (int)tp;
     return LD_OK;
 }
@@ -405,22 +442,21 @@ typedef struct observe_wrap {
     void *user;
 } observe_wrap;
 
+/* The wrapped observer for exec, or NULL when there is none. */
+static ld_tensor_observer wrapped(observe_wrap *w, emulated_backend *b, ld_tensor_observer inner,
+                                  void *user);
+
 /* A float32 tensor holding half values, as a tensor of that half type
  * (exact). *out is new (its data borrowed from b->show_buf). */
-static ld_status show_tensor(emulated_backend *b, const ld_tensor *t, ld_dtype as,
+static ld_status show_tensor(emulated_backend *b, const ld_tensor *t, int v, ld_dtype as,
                              ld_tensor **out, ld_error *err)
 {
-    size_t need = (size_t)t->count * 2 + 1;
-    if (need > b->show_cap) {
-        void *grown = realloc(b->show_buf, need);
-        if (!grown)
-            return ld_error_set(err, LD_ERR_NOMEM, "tensor '%s': cannot allocate %zu bytes",
-                                t->name, need);
-        b->show_buf = grown;
-        b->show_cap = need;
-    }
-    ld_status st = ld_tensor_wrap(out, t->name, as, &t->shape, b->show_buf, err);
-    if (st != LD_OK)
+    bool kept = as == LD_DTYPE_FLOAT16 && v == b->shown_value; /* bits from the rounding */
+    b->shown_value = -1;
+    ld_status st = show_reserve(b, t->count, t->name, err);
+    if (st == LD_OK)
+        st = ld_tensor_wrap(out, t->name, as, &t->shape, b->show_buf, err);
+    if (st != LD_OK || kept)
         return st;
     if (as == LD_DTYPE_FLOAT16)
         ld_convert_fp32_to_fp16(t->data, b->show_buf, (size_t)t->count);
@@ -436,13 +472,124 @@ static ld_status emu_observe(void *user, const ld_tensor_event *ev, ld_error *er
     if (!ev->node || vs->show_as == LD_DTYPE_UNDEFINED || ev->tensor->dtype != LD_DTYPE_FLOAT32)
         return w->inner(w->user, ev, err);
     ld_tensor *shown = NULL;
-    ld_status st = show_tensor(w->b, ev->tensor, vs->show_as, &shown, err);
+    ld_status st = show_tensor(w->b, ev->tensor, ev->value, vs->show_as, &shown, err);
     if (st != LD_OK)
         return st;
     ld_tensor_event copy = *ev;
     copy.tensor = shown;
     st = w->inner(w->user, &copy, err);
     ld_tensor_destroy(shown);
+    return st;
+}
+
+/* --- isolated execution: one layer on the reference's inputs ------------------------- */
+
+/* A float32 copy of a float32/float16/bfloat16 tensor (new). */
+static ld_status float32_copy(const ld_tensor *src, ld_tensor **out, ld_error *err)
+{
+    ld_status st = ld_tensor_create(out, src->name, LD_DTYPE_FLOAT32, &src->shape, err);
+    if (st != LD_OK)
+        return st;
+    size_t n = (size_t)src->count;
+    if (src->dtype == LD_DTYPE_FLOAT16)
+        ld_convert_fp16_to_fp32(src->data, (*out)->data, n);
+    else if (src->dtype == LD_DTYPE_BFLOAT16)
+        ld_convert_bf16_to_fp32(src->data, (*out)->data, n);
+    else if (n)
+        memcpy((*out)->data, src->data, n * sizeof(float));
+    return LD_OK;
+}
+
+/* The foreign tensor f for value v as this engine holds v: in its stored
+ * type (own->dtype) and, for a float32 tensor that holds values of a
+ * narrower precision, rounded to that precision with the producer's
+ * rounding, exactly as the producing layer would have. *out is f itself or
+ * a new tensor in *made (freed by the caller); *exact receives what the
+ * value state must say about it. */
+static ld_status held_as(emulated_backend *b, int v, const ld_tensor *own, const ld_tensor *f,
+                         const ld_tensor **out, ld_tensor **made, int *exact, ld_error *err)
+{
+    int p = b->values[v].exact; /* what own's float32 values are exact in, -1 unknown */
+    *out = f;
+    *made = NULL;
+    *exact = -1;
+    if (!own || !ld_engine_is_rounded_type(f->dtype) || !ld_engine_is_rounded_type(own->dtype))
+        return LD_OK; /* integers, float64: used as they are */
+    bool own_wide = own->dtype == LD_DTYPE_FLOAT32;
+    if (own_wide && f->dtype == LD_DTYPE_FLOAT32 && (p < 0 || p == LD_PRECISION_FP32)) {
+        *exact = p;
+        return LD_OK;
+    }
+    if (!own_wide && f->dtype == own->dtype)
+        return LD_OK;
+    ld_tensor *t = NULL;
+    ld_status st = float32_copy(f, &t, err);
+    if (st != LD_OK)
+        return st;
+    if (own_wide) {
+        if (p >= 0 && p != LD_PRECISION_FP32) {
+            int producer = b->graph->values[v].producer;
+            ld_round_options o = {0};
+            if (producer >= 0)
+                o = ld_exec_node_numerics(b->exec, producer)->round;
+            ld_round_array(t->data, (size_t)t->count, (ld_precision)p, &o);
+        }
+        *exact = p >= 0 ? p : (int)precision_of_type(f->dtype); /* f is a half type here */
+        *out = *made = t;
+        return LD_OK;
+    }
+    ld_tensor *narrow = NULL; /* own is float16 or bfloat16 */
+    st = ld_tensor_create(&narrow, f->name, own->dtype, &f->shape, err);
+    if (st == LD_OK && own->dtype == LD_DTYPE_FLOAT16)
+        ld_convert_fp32_to_fp16(t->data, narrow->data, (size_t)t->count);
+    else if (st == LD_OK)
+        ld_convert_fp32_to_bf16(t->data, narrow->data, (size_t)t->count);
+    ld_tensor_destroy(t);
+    if (st == LD_OK)
+        *out = *made = narrow;
+    return st;
+}
+
+/* Runs node i on the caller's inputs converted to what this engine holds
+ * for them. The value states of the node's inputs and outputs are swapped
+ * for the call (the foreign tensors have their own NaN/inf and exactness)
+ * and restored after it, so the lockstep run goes on undisturbed. */
+static ld_status run_isolated(emulated_backend *b, int i, const ld_tensor *const *inputs,
+                              ld_tensor_observer observer, void *user, ld_error *err)
+{
+    const ld_node *node = &b->graph->nodes[i];
+    int n_in = node->n_inputs, n_saved = n_in + node->n_outputs;
+    const ld_tensor **use = calloc((size_t)n_in + 1, sizeof *use);
+    ld_tensor **made = calloc((size_t)n_in + 1, sizeof *made);
+    value_state *saved = calloc((size_t)n_saved + 1, sizeof *saved);
+    ld_status st = use && made && saved ? LD_OK
+                                        : ld_error_set(err, LD_ERR_NOMEM, "out of memory");
+    for (int k = 0; st == LD_OK && k < n_saved; k++) {
+        int v = k < n_in ? node->inputs[k] : node->outputs[k - n_in];
+        if (v >= 0)
+            saved[k] = b->values[v];
+    }
+    for (int j = 0; st == LD_OK && j < n_in; j++) {
+        int v = node->inputs[j], ex = -1;
+        if (v < 0 || !inputs || !inputs[j])
+            continue;
+        st = held_as(b, v, ld_exec_value(b->exec, v), inputs[j], &use[j], &made[j], &ex, err);
+        if (st == LD_OK)
+            b->values[v] = (value_state){.exact = ex, .show_as = saved[j].show_as};
+    }
+    observe_wrap wrap;
+    if (st == LD_OK)
+        st = ld_exec_run_node_on(b->exec, i, use, wrapped(&wrap, b, observer, user), &wrap, err);
+    for (int k = n_saved - 1; saved && k >= 0; k--) { /* reverse: repeated values end right */
+        int v = k < n_in ? node->inputs[k] : node->outputs[k - n_in];
+        if (v >= 0)
+            b->values[v] = saved[k];
+    }
+    for (int j = 0; made && j < n_in; j++)
+        ld_tensor_destroy(made[j]);
+    free(use);
+    free(made);
+    free(saved);
     return st;
 }
 
@@ -474,6 +621,8 @@ static void release_prepared(emulated_backend *b)
     free(b->show_buf);
     b->show_buf = NULL;
     b->show_cap = 0;
+    free(b->wrap);
+    b->wrap = NULL;
 }
 
 static ld_status emulated_create(void **state, const ld_backend_config *cfg, ld_error *err)
@@ -486,6 +635,7 @@ static ld_status emulated_create(void **state, const ld_backend_config *cfg, ld_
     if (!b)
         return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
     b->threads = cfg ? cfg->threads : 0;
+    b->shown_value = -1;
     ld_status st = LD_OK;
     if (cfg && cfg->engine)
         st = ld_engine_config_copy(&b->cfg, cfg->engine, err);
@@ -530,6 +680,8 @@ static ld_status emulated_prepare(void *state, const ld_graph *g, const ld_shape
     ld_status st = ld_precision_plan_build(g, &b->cfg, &b->plan, err);
     if (st == LD_OK)
         st = prepare_nodes(b, err);
+    if (st == LD_OK && !(b->wrap = calloc(1, sizeof *b->wrap)))
+        st = ld_error_set(err, LD_ERR_NOMEM, "out of memory");
     if (st == LD_OK) {
         ld_exec_hooks hooks = {b, emu_layer_numerics, emu_before_compute, emu_after_compute};
         ld_exec_config cfg = {.threads = b->threads, .hooks = &hooks};
@@ -540,16 +692,80 @@ static ld_status emulated_prepare(void *state, const ld_graph *g, const ld_shape
     return st;
 }
 
+static void reset_values(emulated_backend *b)
+{
+    for (int v = 0; v < b->graph->n_values; v++)
+        b->values[v] = (value_state){.exact = -1, .show_as = LD_DTYPE_UNDEFINED};
+}
+
+static ld_tensor_observer wrapped(observe_wrap *w, emulated_backend *b, ld_tensor_observer inner,
+                                  void *user)
+{
+    *w = (observe_wrap){b, inner, user};
+    b->observing = inner != NULL;
+    b->shown_value = -1;
+    return inner ? emu_observe : NULL;
+}
+
 static ld_status emulated_run(void *state, const ld_tensor *const *inputs,
                               ld_tensor_observer observer, void *user, ld_error *err)
 {
     emulated_backend *b = state;
     if (!b->exec)
         return ld_error_set(err, LD_ERR_INTERNAL, "backend 'emulated': run before prepare");
-    for (int v = 0; v < b->graph->n_values; v++)
-        b->values[v] = (value_state){.exact = -1, .show_as = LD_DTYPE_UNDEFINED};
-    observe_wrap wrap = {b, observer, user};
-    return ld_exec_run(b->exec, inputs, observer ? emu_observe : NULL, &wrap, err);
+    reset_values(b);
+    observe_wrap wrap;
+    return ld_exec_run(b->exec, inputs, wrapped(&wrap, b, observer, user), &wrap, err);
+}
+
+/* --- stepwise execution ---------------------------------------------------------------- */
+
+static ld_status emulated_begin(void *state, const ld_tensor *const *inputs,
+                                ld_tensor_observer observer, void *user, ld_error *err)
+{
+    emulated_backend *b = state;
+    if (!b->exec)
+        return ld_error_set(err, LD_ERR_INTERNAL, "backend 'emulated': begin before prepare");
+    reset_values(b);
+    return ld_exec_begin(b->exec, inputs, wrapped(b->wrap, b, observer, user), b->wrap, err);
+}
+
+static ld_status emulated_step(void *state, int node_index, ld_tensor_observer observer,
+                               void *user, ld_error *err)
+{
+    emulated_backend *b = state;
+    return ld_exec_step(b->exec, node_index, wrapped(b->wrap, b, observer, user), b->wrap, err);
+}
+
+static const ld_tensor *emulated_value(void *state, int value_index)
+{
+    emulated_backend *b = state;
+    return ld_exec_value(b->exec, value_index);
+}
+
+static void emulated_finish_step(void *state, int node_index)
+{
+    emulated_backend *b = state;
+    ld_exec_finish_step(b->exec, node_index);
+}
+
+static void emulated_end(void *state)
+{
+    emulated_backend *b = state;
+    if (b->exec)
+        ld_exec_end(b->exec);
+}
+
+static ld_status emulated_run_node_on(void *state, int node_index,
+                                      const ld_tensor *const *inputs,
+                                      ld_tensor_observer observer, void *user, ld_error *err)
+{
+    emulated_backend *b = state;
+    if (!b->exec)
+        return ld_error_set(err, LD_ERR_INTERNAL, "backend 'emulated': run before prepare");
+    if (node_index < 0 || node_index >= b->graph->n_nodes)
+        return ld_error_set(err, LD_ERR_INTERNAL, "backend 'emulated': no node %d", node_index);
+    return run_isolated(b, node_index, inputs, observer, user, err);
 }
 
 static void emulated_destroy(void *state)
@@ -596,4 +812,10 @@ const ld_backend_vtable ld_backend_emulated = {
     .destroy = emulated_destroy,
     .node_precision = emulated_node_precision,
     .profile = emulated_profile,
+    .begin = emulated_begin,
+    .step = emulated_step,
+    .value = emulated_value,
+    .finish_step = emulated_finish_step,
+    .end = emulated_end,
+    .run_node_on = emulated_run_node_on,
 };

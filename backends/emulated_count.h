@@ -29,6 +29,14 @@ typedef struct ld_emu_tally {
 void ld_emu_round_counted(const float *src, float *dst, int64_t n, ld_precision p,
                           const ld_round_options *o, int threads, ld_emu_tally *t);
 
+/* ld_emu_round_counted to fp16 (RNE, subnormals kept) that also stores the
+ * results' float16 bits in half[n]: the float16 tensor an observer sees,
+ * made in the same pass (a separate conversion for the observer was 12% of
+ * an emulated --fp16 run of PaddleOCR det). Only on CPUs where the fused
+ * AVX-512 path runs; returns false, doing nothing, elsewhere. */
+bool ld_emu_round_fp16_keep(const float *src, float *dst, ld_fp16 *half, int64_t n,
+                            int threads, ld_emu_tally *t);
+
 /* Whether a float32/float16/bfloat16 tensor holds a NaN / an infinity
  * (false for other dtypes). */
 void ld_emu_scan_nonfinite(const ld_tensor *t, int threads, bool *has_nan, bool *has_inf);

@@ -9,7 +9,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/kernels/inplace.h"
 #include "backends/pool.h"
+#include "backends/type_check.h"
+#include "layerdiff/memory.h"
 #include "layerdiff/round.h"
 
 /* Per-node data resolved at create. */
@@ -17,6 +20,7 @@ typedef struct exec_node {
     const ld_kernel *kernel;
     void *state;
     ld_layer_numerics numerics;
+    bool inplace; /* output 0 may take over a dying input's buffer (kernels/inplace.h) */
 } exec_node;
 
 struct ld_exec {
@@ -35,6 +39,28 @@ struct ld_exec {
     size_t live_bytes;
     size_t peak_bytes;
     ld_node_profile *profile; /* per node: time and work of the last run */
+    /* per-node buffers, sized at create for the widest node */
+    const ld_tensor **in_buf;
+    ld_tensor **out_buf;
+    ld_output_desc *descs;
+    /* the stepwise run in progress (ld_exec_begin .. ld_exec_end) */
+    bool running;
+    int next_node;          /* the node the next step runs */
+    int pending;            /* node stepped but not finished, -1 when none */
+    /* ld_exec_run_node_on: the node's inputs given by the caller (NULL
+       entries: the executor's own), NULL otherwise */
+    const ld_tensor *const *foreign;
+    /* --max-memory (layerdiff/memory.h): the limit read when a run begins,
+       the weights and inputs it holds besides live tensors, the node being
+       computed (for the message), and whether the limit stopped it */
+    uint64_t max_bytes;
+    uint64_t resident_bytes;
+    const ld_node *current;
+    bool over_limit;
+    /* in place (kernels/inplace.h): allowed during ld_exec_run only; the
+       value whose buffer the node being computed writes its output 0 to */
+    bool donate;
+    int donor;
 };
 
 static int default_threads(void)
@@ -61,6 +87,27 @@ ld_status ld_kernel_fail(ld_kernel_ctx *ctx, ld_status status, const char *fmt, 
 
 /* --- tensors from the pool ---------------------------------------------------- */
 
+/* Fails when a tensor of nbytes more would take the run past max_bytes:
+ * shapes known only at run time are checked here (memory.h). */
+static ld_status check_memory_limit(ld_exec *e, const char *name, size_t nbytes, ld_error *err)
+{
+    uint64_t held = e->resident_bytes + e->live_bytes;
+    if (held + nbytes <= e->max_bytes && held + nbytes >= held)
+        return LD_OK;
+    char need[32], live[32], resident[32], total[32], limit[32];
+    e->over_limit = true;
+    return ld_error_set(err, LD_ERR_NOMEM,
+                        "node '%s' (%s): tensor '%s' needs %s; with %s of layer outputs alive "
+                        "and %s of weights and inputs the run would hold %s, more than the "
+                        "memory limit %s (--max-memory)",
+                        e->current ? e->current->name : "?", e->current ? e->current->op_type : "?",
+                        name, ld_memory_format(nbytes, need, sizeof need),
+                        ld_memory_format(e->live_bytes, live, sizeof live),
+                        ld_memory_format(e->resident_bytes, resident, sizeof resident),
+                        ld_memory_format(held + nbytes, total, sizeof total),
+                        ld_memory_format(e->max_bytes, limit, sizeof limit));
+}
+
 static ld_status pool_tensor(ld_exec *e, const char *name, ld_dtype dtype, const ld_shape *shape,
                              ld_tensor **out, ld_error *err)
 {
@@ -68,6 +115,12 @@ static ld_status pool_tensor(ld_exec *e, const char *name, ld_dtype dtype, const
     ld_status st = ld_tensor_wrap(&t, name, dtype, shape, NULL, err);
     if (st != LD_OK)
         return st;
+    if (t->nbytes > 0 && e->max_bytes)
+        st = check_memory_limit(e, name, t->nbytes, err);
+    if (st != LD_OK) {
+        ld_tensor_destroy(t);
+        return st;
+    }
     if (t->nbytes > 0) {
         t->data = ld_pool_get(e->pool, t->nbytes);
         if (!t->data) {
@@ -168,6 +221,8 @@ ld_dtype ld_exec_input_dtype(const ld_kernel_ctx *ctx, int j)
     int v = j < ctx->n_inputs ? ctx->node->inputs[j] : -1;
     if (v < 0)
         return LD_DTYPE_UNDEFINED;
+    if (ctx->exec->foreign && ctx->exec->foreign[j])
+        return ctx->exec->foreign[j]->dtype;
     const ld_value *val = &ctx->graph->values[v];
     if (val->kind == LD_VALUE_INITIALIZER)
         return val->initializer ? val->initializer->dtype : val->type.dtype;
@@ -185,8 +240,10 @@ ld_status ld_kernel_alloc_output(ld_kernel_ctx *ctx, int i, ld_dtype dtype, cons
     int value = ctx->node->outputs[i];
     const char *name = value >= 0 ? ctx->graph->values[value].name : "";
     ld_status st = pool_tensor(ctx->exec, name, dtype, shape, &ctx->outputs[i], ctx->err);
-    if (st != LD_OK)
+    if (st != LD_OK && !ctx->exec->over_limit) /* that message names the node already */
         return ld_error_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
+    if (st != LD_OK)
+        return st;
     *out = ctx->outputs[i];
     return LD_OK;
 }
@@ -201,7 +258,11 @@ static ld_status resolve_node(ld_exec *e, const ld_node *node, exec_node *xn, ld
                             "node '%s': operator %s%s%s (opset %" PRId64 ") is not supported",
                             node->name, *node->domain ? node->domain : "",
                             *node->domain ? "." : "", node->op_type, node->opset);
+    ld_status type_st = ld_check_node_input_types(e->graph, node, err);
+    if (type_st != LD_OK)
+        return type_st;
     xn->numerics = (ld_layer_numerics){.precision = LD_PRECISION_FP32};
+    xn->inplace = ld_kernel_inplace_safe(node);
     if (e->hooks.layer_numerics) {
         ld_status st = e->hooks.layer_numerics(e->hooks.user, node, &xn->numerics, err);
         if (st != LD_OK)
@@ -236,6 +297,25 @@ static ld_status compute_liveness(ld_exec *e, ld_error *err)
     return LD_OK;
 }
 
+/* in_buf, out_buf and descs, big enough for every node. */
+static ld_status allocate_node_buffers(ld_exec *e, ld_error *err)
+{
+    const ld_graph *g = e->graph;
+    int max_in = 1, max_out = 1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].n_inputs > max_in)
+            max_in = g->nodes[i].n_inputs;
+        if (g->nodes[i].n_outputs > max_out)
+            max_out = g->nodes[i].n_outputs;
+    }
+    e->in_buf = calloc((size_t)max_in, sizeof *e->in_buf);
+    e->out_buf = calloc((size_t)max_out, sizeof *e->out_buf);
+    e->descs = calloc((size_t)max_out, sizeof *e->descs);
+    if (!e->in_buf || !e->out_buf || !e->descs)
+        return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
+    return LD_OK;
+}
+
 ld_status ld_exec_create(ld_exec **out, const ld_graph *g, const ld_exec_config *cfg,
                          ld_error *err)
 {
@@ -244,6 +324,8 @@ ld_status ld_exec_create(ld_exec **out, const ld_graph *g, const ld_exec_config 
     if (!e)
         return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
     e->graph = g;
+    e->pending = -1;
+    e->donor = -1;
     e->threads = cfg && cfg->threads > 0 ? cfg->threads : default_threads();
     if (cfg && cfg->hooks)
         e->hooks = *cfg->hooks;
@@ -258,6 +340,8 @@ ld_status ld_exec_create(ld_exec **out, const ld_graph *g, const ld_exec_config 
         goto out;
     }
     st = compute_liveness(e, err);
+    if (st == LD_OK)
+        st = allocate_node_buffers(e, err);
     if (st != LD_OK)
         goto out;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -296,6 +380,9 @@ void ld_exec_destroy(ld_exec *e)
     free(e->slots);
     free(e->owned);
     free(e->profile);
+    free(e->in_buf);
+    free(e->out_buf);
+    free(e->descs);
     free(e);
 }
 
@@ -439,7 +526,11 @@ static ld_status gather_inputs(ld_exec *e, const ld_node *node, const ld_kernel 
         inputs[j] = NULL;
         if (node->inputs[j] < 0)
             continue;
-        ld_status st = input_tensor(e, node, node->inputs[j], &inputs[j], err);
+        ld_status st = LD_OK;
+        if (e->foreign && e->foreign[j])
+            inputs[j] = e->foreign[j];
+        else
+            st = input_tensor(e, node, node->inputs[j], &inputs[j], err);
         if (st != LD_OK)
             return st;
         if (j == 0 && ld_dtype_is_float(inputs[0]->dtype) && !is_half(inputs[0]->dtype))
@@ -457,6 +548,45 @@ static ld_status gather_inputs(ld_exec *e, const ld_node *node, const ld_kernel 
     return LD_OK;
 }
 
+/* Output 0 of an in-place kernel over the buffer of an input that dies at
+ * this node, when there is one (kernels/inplace.h): owned by the executor,
+ * of the output's dtype and shape. The input's tensor keeps the buffer for
+ * the kernel to read; compute_node then hands it over (settle_donation). */
+static bool donate_input(ld_exec *e, const ld_node *node, const ld_output_desc *d,
+                         ld_tensor **out)
+{
+    if (!e->donate || e->foreign || !e->nodes[node->index].inplace)
+        return false;
+    for (int k = 0; k < node->n_inputs; k++) {
+        int v = node->inputs[k];
+        ld_tensor *t = v >= 0 && e->owned[v] && e->last_use[v] == node->index ? e->slots[v]
+                                                                             : NULL;
+        if (!t || !t->data || t->dtype != d->dtype || !ld_shape_equal(&t->shape, &d->shape))
+            continue;
+        if (ld_tensor_wrap(out, e->graph->values[node->outputs[0]].name, d->dtype, &d->shape,
+                           t->data, NULL) != LD_OK)
+            return false;
+        e->live_bytes += t->nbytes; /* as for a new buffer: the input's is released later */
+        e->donor = v;
+        return true;
+    }
+    return false;
+}
+
+/* After compute: the output keeps the donated buffer (the input's tensor,
+ * freed after the node as usual, no longer holds it) or, when the node
+ * failed, gives it back to the input. */
+static void settle_donation(ld_exec *e, bool ok, ld_tensor *output)
+{
+    if (e->donor < 0)
+        return;
+    if (ok)
+        e->slots[e->donor]->data = NULL;
+    else if (output)
+        output->data = NULL;
+    e->donor = -1;
+}
+
 static ld_status allocate_outputs(ld_exec *e, ld_kernel_ctx *ctx, ld_output_desc *descs)
 {
     const ld_node *node = ctx->node;
@@ -470,19 +600,32 @@ static ld_status allocate_outputs(ld_exec *e, ld_kernel_ctx *ctx, ld_output_desc
     for (int j = 0; j < node->n_outputs; j++) {
         if (node->outputs[j] < 0 || descs[j].deferred)
             continue;
+        if (j == 0 && donate_input(e, node, &descs[0], &ctx->outputs[0]))
+            continue;
         st = pool_tensor(e, e->graph->values[node->outputs[j]].name, descs[j].dtype,
                          &descs[j].shape, &ctx->outputs[j], ctx->err);
+        if (st != LD_OK && e->over_limit) /* that message names the node already */
+            return st;
         if (st != LD_OK)
             return ld_error_prefix(ctx->err, "node '%s' (%s)", node->name, node->op_type);
     }
     return LD_OK;
 }
 
-static void release_node_outputs(ld_exec *e, ld_kernel_ctx *ctx)
+static void release_outputs(ld_exec *e, const ld_node *node, ld_tensor **outputs)
 {
-    for (int j = 0; j < ctx->n_outputs; j++) {
-        pool_release(e, ctx->outputs[j]);
-        ctx->outputs[j] = NULL;
+    for (int j = 0; j < node->n_outputs; j++) {
+        pool_release(e, outputs[j]);
+        outputs[j] = NULL;
+    }
+}
+
+static void release_slot(ld_exec *e, int v)
+{
+    if (v >= 0 && e->owned[v]) {
+        pool_release(e, e->slots[v]);
+        e->slots[v] = NULL;
+        e->owned[v] = false;
     }
 }
 
@@ -491,44 +634,45 @@ static void free_dead_values(ld_exec *e, const ld_node *node)
 {
     for (int j = 0; j < node->n_inputs + node->n_implicit_inputs; j++) {
         int v = j < node->n_inputs ? node->inputs[j] : node->implicit_inputs[j - node->n_inputs];
-        if (v >= 0 && e->owned[v] && e->last_use[v] == node->index) {
-            pool_release(e, e->slots[v]);
-            e->slots[v] = NULL;
-            e->owned[v] = false;
-        }
+        if (v >= 0 && e->last_use[v] == node->index)
+            release_slot(e, v);
     }
 }
 
 static ld_status observe(ld_exec *e, const ld_node *node, int output_index, int value,
-                         const ld_layer_numerics *numerics, const ld_layer_counters *counters,
-                         ld_tensor_observer observer, void *user, ld_error *err)
+                         const ld_tensor *t, const ld_layer_numerics *numerics,
+                         const ld_layer_counters *counters, ld_tensor_observer observer,
+                         void *user, ld_error *err)
 {
     if (!observer)
         return LD_OK;
     ld_tensor_event ev = {
         .graph = e->graph, .node = node, .output_index = output_index, .value = value,
-        .tensor = e->slots[value], .precision = numerics ? numerics->precision : LD_PRECISION_FP32,
+        .tensor = t, .precision = numerics ? numerics->precision : LD_PRECISION_FP32,
     };
     if (counters)
         ev.counters = *counters;
     return observer(user, &ev, err);
 }
 
-static ld_status run_node(ld_exec *e, int i, const ld_tensor **inputs, ld_tensor **outputs,
-                          ld_output_desc *descs, ld_tensor_observer observer, void *user,
-                          ld_error *err)
+/* Computes node i into e->out_buf (pool tensors the caller installs or
+ * releases). Inputs come from the slots, or from e->foreign where set. */
+static ld_status compute_node(ld_exec *e, int i, ld_layer_counters *counters,
+                              ld_node_profile *prof, ld_error *err)
 {
     const ld_graph *g = e->graph;
     const ld_node *node = &g->nodes[i];
     exec_node *xn = &e->nodes[i];
-    ld_layer_counters counters = {0};
+    const ld_tensor **inputs = e->in_buf;
+    ld_tensor **outputs = e->out_buf;
     ld_dtype widened_from;
     ld_kernel_ctx ctx = {
         .graph = g, .node = node, .n_inputs = node->n_inputs, .inputs = inputs,
         .n_outputs = node->n_outputs, .outputs = outputs, .state = xn->state,
-        .threads = e->threads, .numerics = &xn->numerics, .counters = &counters, .err = err,
+        .threads = e->threads, .numerics = &xn->numerics, .counters = counters, .err = err,
         .exec = e,
     };
+    e->current = node; /* for the --max-memory message */
     double started = monotonic_seconds(); /* profile: two clock reads per node */
     for (int j = 0; j < node->n_outputs; j++)
         outputs[j] = NULL;
@@ -536,9 +680,10 @@ static ld_status run_node(ld_exec *e, int i, const ld_tensor **inputs, ld_tensor
     if (st == LD_OK && e->hooks.before_compute)
         st = e->hooks.before_compute(e->hooks.user, &ctx, inputs, err);
     if (st == LD_OK)
-        st = allocate_outputs(e, &ctx, descs);
+        st = allocate_outputs(e, &ctx, e->descs);
     if (st == LD_OK)
         st = xn->kernel->compute(&ctx);
+    settle_donation(e, st == LD_OK, outputs[0]);
     for (int j = 0; st == LD_OK && j < node->n_outputs; j++) {
         if (node->outputs[j] >= 0 && !outputs[j])
             st = ld_kernel_fail(&ctx, LD_ERR_INTERNAL, "kernel produced no output %d", j);
@@ -548,38 +693,14 @@ static ld_status run_node(ld_exec *e, int i, const ld_tensor **inputs, ld_tensor
             st = narrow_output(e, node->outputs[j], widened_from, &outputs[j], err);
     }
     if (st == LD_OK && e->hooks.after_compute)
-        st = e->hooks.after_compute(e->hooks.user, &ctx, outputs, &counters, err);
+        st = e->hooks.after_compute(e->hooks.user, &ctx, outputs, counters, err);
     release_scratch(e);
     if (st != LD_OK) {
-        release_node_outputs(e, &ctx);
+        release_outputs(e, node, outputs);
         return st;
     }
-    e->profile[i] = (ld_node_profile){monotonic_seconds() - started, ctx.flops};
-    /* Install outputs, show them to the observer, then drop what is dead. */
-    for (int j = 0; j < node->n_outputs; j++) {
-        int v = node->outputs[j];
-        if (v < 0) {
-            pool_release(e, outputs[j]);
-            continue;
-        }
-        e->slots[v] = outputs[j];
-        e->owned[v] = true;
-        outputs[j] = NULL;
-    }
-    for (int j = 0; st == LD_OK && j < node->n_outputs; j++)
-        if (node->outputs[j] >= 0)
-            st = observe(e, node, j, node->outputs[j], &xn->numerics, &counters, observer, user,
-                         err);
-    for (int j = 0; j < node->n_outputs; j++) {
-        int v = node->outputs[j];
-        if (v >= 0 && e->last_use[v] < 0 && e->owned[v]) {
-            pool_release(e, e->slots[v]);
-            e->slots[v] = NULL;
-            e->owned[v] = false;
-        }
-    }
-    free_dead_values(e, node);
-    return st;
+    *prof = (ld_node_profile){monotonic_seconds() - started, ctx.flops};
+    return LD_OK;
 }
 
 static void clear_slots(ld_exec *e)
@@ -592,53 +713,159 @@ static void clear_slots(ld_exec *e)
     }
 }
 
-ld_status ld_exec_run(ld_exec *e, const ld_tensor *const *inputs, ld_tensor_observer observer,
-                      void *user, ld_error *err)
+/* --- stepwise execution ------------------------------------------------------------ */
+
+/* The limit of this run and what it holds besides the executor's tensors. */
+static void set_memory_limit(ld_exec *e, const ld_tensor *const *inputs)
 {
     const ld_graph *g = e->graph;
-    int max_in = 1, max_out = 1;
-    for (int i = 0; i < g->n_nodes; i++) {
-        if (g->nodes[i].n_inputs > max_in)
-            max_in = g->nodes[i].n_inputs;
-        if (g->nodes[i].n_outputs > max_out)
-            max_out = g->nodes[i].n_outputs;
+    e->max_bytes = ld_memory_limit();
+    e->over_limit = false;
+    e->current = NULL;
+    e->resident_bytes = 0;
+    for (int k = 0; k < g->n_initializers; k++) {
+        const ld_tensor *t = g->values[g->initializers[k]].initializer;
+        e->resident_bytes += t ? t->nbytes : 0;
     }
+    for (int j = 0; j < g->n_inputs; j++)
+        e->resident_bytes += inputs[j]->nbytes;
+}
+
+ld_status ld_exec_begin(ld_exec *e, const ld_tensor *const *inputs, ld_tensor_observer observer,
+                        void *user, ld_error *err)
+{
+    const ld_graph *g = e->graph;
     ld_status st = LD_OK;
-    const ld_tensor **in_buf = calloc((size_t)max_in, sizeof *in_buf);
-    ld_tensor **out_buf = calloc((size_t)max_out, sizeof *out_buf);
-    ld_output_desc *descs = calloc((size_t)max_out, sizeof *descs);
-    if (!in_buf || !out_buf || !descs) {
-        st = ld_error_set(err, LD_ERR_NOMEM, "out of memory");
-        goto out;
-    }
+    clear_slots(e); /* a run that was never ended */
+    e->running = false;
     e->live_bytes = 0;
     e->peak_bytes = 0;
     memset(e->profile, 0, (size_t)g->n_nodes * sizeof *e->profile);
-    if (!inputs && g->n_inputs > 0) {
-        st = ld_error_set(err, LD_ERR_INPUT, "graph '%s' has %d inputs and none were given",
-                          g->name, g->n_inputs);
-        goto out;
-    }
+    if (!inputs && g->n_inputs > 0)
+        return ld_error_set(err, LD_ERR_INPUT, "graph '%s' has %d inputs and none were given",
+                            g->name, g->n_inputs);
     for (int j = 0; j < g->n_inputs; j++) {
         st = check_input(g, g->inputs[j], inputs[j], err);
         if (st != LD_OK)
             goto out;
         e->slots[g->inputs[j]] = (ld_tensor *)inputs[j]; /* borrowed, never written */
     }
-    for (int j = 0; j < g->n_inputs; j++) {
-        st = observe(e, NULL, 0, g->inputs[j], NULL, NULL, observer, user, err);
-        if (st != LD_OK)
-            goto out;
-    }
-    for (int i = 0; i < g->n_nodes; i++) {
-        st = run_node(e, i, in_buf, out_buf, descs, observer, user, err);
-        if (st != LD_OK)
-            goto out;
-    }
+    set_memory_limit(e, inputs);
+    for (int j = 0; st == LD_OK && j < g->n_inputs; j++)
+        st = observe(e, NULL, 0, g->inputs[j], inputs[j], NULL, NULL, observer, user, err);
 out:
+    if (st != LD_OK) {
+        clear_slots(e);
+        return st;
+    }
+    e->running = true;
+    e->next_node = 0;
+    e->pending = -1;
+    return LD_OK;
+}
+
+ld_status ld_exec_step(ld_exec *e, int i, ld_tensor_observer observer, void *user, ld_error *err)
+{
+    const ld_graph *g = e->graph;
+    if (!e->running || i != e->next_node || e->pending >= 0)
+        return ld_error_set(err, LD_ERR_INTERNAL, "executor: step %d out of order (next %d%s)",
+                            i, e->next_node, e->running ? "" : ", no run begun");
+    const ld_node *node = &g->nodes[i];
+    ld_tensor **outputs = e->out_buf;
+    ld_layer_counters counters = {0};
+    ld_node_profile prof;
+    e->next_node = i + 1;
+    e->pending = i;
+    ld_status st = compute_node(e, i, &counters, &prof, err);
+    if (st != LD_OK)
+        return st;
+    e->profile[i] = prof;
+    /* Install outputs and show them to the observer; ld_exec_finish_step
+     * drops what is dead. */
+    for (int j = 0; j < node->n_outputs; j++) {
+        int v = node->outputs[j];
+        if (v < 0) {
+            pool_release(e, outputs[j]);
+        } else {
+            e->slots[v] = outputs[j];
+            e->owned[v] = true;
+        }
+        outputs[j] = NULL;
+    }
+    const ld_layer_numerics *numerics = &e->nodes[i].numerics;
+    for (int j = 0; st == LD_OK && j < node->n_outputs; j++) {
+        int v = node->outputs[j];
+        if (v >= 0)
+            st = observe(e, node, j, v, e->slots[v], numerics, &counters, observer, user, err);
+    }
+    return st;
+}
+
+void ld_exec_finish_step(ld_exec *e, int i)
+{
+    if (e->pending != i)
+        return;
+    const ld_node *node = &e->graph->nodes[i];
+    for (int j = 0; j < node->n_outputs; j++) {
+        int v = node->outputs[j];
+        if (v >= 0 && e->last_use[v] < 0)
+            release_slot(e, v);
+    }
+    free_dead_values(e, node);
+    e->pending = -1;
+}
+
+const ld_tensor *ld_exec_value(const ld_exec *e, int v)
+{
+    if (v < 0 || v >= e->graph->n_values)
+        return NULL;
+    const ld_value *val = &e->graph->values[v];
+    if (val->kind == LD_VALUE_INITIALIZER)
+        return val->initializer;
+    return e->slots[v];
+}
+
+void ld_exec_end(ld_exec *e)
+{
     clear_slots(e);
-    free(in_buf);
-    free(out_buf);
-    free(descs);
+    e->running = false;
+    e->pending = -1;
+}
+
+ld_status ld_exec_run_node_on(ld_exec *e, int i, const ld_tensor *const *inputs,
+                              ld_tensor_observer observer, void *user, ld_error *err)
+{
+    const ld_graph *g = e->graph;
+    if (i < 0 || i >= g->n_nodes)
+        return ld_error_set(err, LD_ERR_INTERNAL, "executor: no node %d", i);
+    const ld_node *node = &g->nodes[i];
+    ld_layer_counters counters = {0};
+    ld_node_profile prof;
+    e->foreign = inputs;
+    ld_status st = compute_node(e, i, &counters, &prof, err);
+    e->foreign = NULL;
+    if (st != LD_OK)
+        return st;
+    for (int j = 0; st == LD_OK && j < node->n_outputs; j++) {
+        int v = node->outputs[j];
+        if (v >= 0)
+            st = observe(e, node, j, v, e->out_buf[j], &e->nodes[i].numerics, &counters,
+                         observer, user, err);
+    }
+    release_outputs(e, node, e->out_buf);
+    return st;
+}
+
+ld_status ld_exec_run(ld_exec *e, const ld_tensor *const *inputs, ld_tensor_observer observer,
+                      void *user, ld_error *err)
+{
+    ld_status st = ld_exec_begin(e, inputs, observer, user, err);
+    e->donate = true; /* nobody reads a node's inputs after it: they may be overwritten */
+    for (int i = 0; st == LD_OK && i < e->graph->n_nodes; i++) {
+        st = ld_exec_step(e, i, observer, user, err);
+        ld_exec_finish_step(e, i);
+    }
+    e->donate = false;
+    ld_exec_end(e);
     return st;
 }

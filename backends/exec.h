@@ -58,6 +58,37 @@ void ld_exec_destroy(ld_exec *e);
 ld_status ld_exec_run(ld_exec *e, const ld_tensor *const *inputs, ld_tensor_observer observer,
                       void *user, ld_error *err);
 
+/* Stepwise execution, for running two executors in lockstep (layerdiff run
+ * compares a test backend with the reference node by node). ld_exec_run is
+ * exactly begin, then step + finish_step for every node in order, then end.
+ *
+ * ld_exec_begin checks and installs the inputs (one per g->inputs, borrowed
+ * until ld_exec_end) and shows them to the observer (may be NULL).
+ * ld_exec_step runs node i, which must be the next node in topological
+ * order, and shows its outputs to the observer. The node's outputs and
+ * inputs stay readable (ld_exec_value) until ld_exec_finish_step(e, i),
+ * which frees the values that died at node i; the next step may only come
+ * after it. After a failed step, call ld_exec_end. */
+ld_status ld_exec_begin(ld_exec *e, const ld_tensor *const *inputs, ld_tensor_observer observer,
+                        void *user, ld_error *err);
+ld_status ld_exec_step(ld_exec *e, int i, ld_tensor_observer observer, void *user, ld_error *err);
+void ld_exec_finish_step(ld_exec *e, int i);
+/* The live tensor of graph value v (an initializer's tensor for
+ * initializers), or NULL when it is not live. Borrowed. */
+const ld_tensor *ld_exec_value(const ld_exec *e, int v);
+/* Frees everything the run still holds. Safe to call twice. */
+void ld_exec_end(ld_exec *e);
+
+/* Computes node i on foreign inputs: inputs[j] (borrowed) replaces the
+ * node's input j; a NULL entry means the executor's own tensor (an
+ * initializer, an omitted input, or a live slot). The executor's slots are
+ * not touched: the outputs go to the observer, then back to the pool. The
+ * hooks run as for a step (they see the foreign tensors, and
+ * ld_exec_input_dtype reports their dtypes); kernel state is shared, so
+ * calls must not overlap a step. */
+ld_status ld_exec_run_node_on(ld_exec *e, int i, const ld_tensor *const *inputs,
+                              ld_tensor_observer observer, void *user, ld_error *err);
+
 /* Numerics chosen for node i at create. */
 const ld_layer_numerics *ld_exec_node_numerics(const ld_exec *e, int node_index);
 

@@ -50,6 +50,53 @@ static ld_status reference_run(void *state, const ld_tensor *const *inputs,
     return ld_exec_run(b->exec, inputs, observer, user, err);
 }
 
+/* --- stepwise execution: straight to the executor ---------------------------------- */
+
+static ld_status reference_begin(void *state, const ld_tensor *const *inputs,
+                                 ld_tensor_observer observer, void *user, ld_error *err)
+{
+    reference_backend *b = state;
+    if (!b->exec)
+        return ld_error_set(err, LD_ERR_INTERNAL, "backend 'reference': begin before prepare");
+    return ld_exec_begin(b->exec, inputs, observer, user, err);
+}
+
+static ld_status reference_step(void *state, int node_index, ld_tensor_observer observer,
+                                void *user, ld_error *err)
+{
+    reference_backend *b = state;
+    return ld_exec_step(b->exec, node_index, observer, user, err);
+}
+
+static const ld_tensor *reference_value(void *state, int value_index)
+{
+    reference_backend *b = state;
+    return ld_exec_value(b->exec, value_index);
+}
+
+static void reference_finish_step(void *state, int node_index)
+{
+    reference_backend *b = state;
+    ld_exec_finish_step(b->exec, node_index);
+}
+
+static void reference_end(void *state)
+{
+    reference_backend *b = state;
+    if (b->exec)
+        ld_exec_end(b->exec);
+}
+
+static ld_status reference_run_node_on(void *state, int node_index,
+                                       const ld_tensor *const *inputs,
+                                       ld_tensor_observer observer, void *user, ld_error *err)
+{
+    reference_backend *b = state;
+    if (!b->exec)
+        return ld_error_set(err, LD_ERR_INTERNAL, "backend 'reference': run before prepare");
+    return ld_exec_run_node_on(b->exec, node_index, inputs, observer, user, err);
+}
+
 static void reference_destroy(void *state)
 {
     reference_backend *b = state;
@@ -86,4 +133,10 @@ const ld_backend_vtable ld_backend_reference = {
     .destroy = reference_destroy,
     .node_precision = reference_node_precision,
     .profile = reference_profile,
+    .begin = reference_begin,
+    .step = reference_step,
+    .value = reference_value,
+    .finish_step = reference_finish_step,
+    .end = reference_end,
+    .run_node_on = reference_run_node_on,
 };

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "cli/commands.h"
+#include "cli/memory_limit.h"
 #include "cli/options.h"
 #include "layerdiff/backend.h"
 #include "layerdiff/compare.h"
@@ -24,6 +25,7 @@ static struct {
     double atol;
     bool quiet;
     int64_t threads;
+    const char *max_memory;
 } opt;
 
 static const ld_cli_option conformance_options[] = {
@@ -35,6 +37,7 @@ static const ld_cli_option conformance_options[] = {
     {"atol", 0, LD_OPT_DOUBLE, &opt.atol, "X", "absolute tolerance (default 1e-7, as ONNX)"},
     {"quiet", 'q', LD_OPT_FLAG, &opt.quiet, NULL, "print only failures and the totals"},
     {"threads", 't', LD_OPT_INT, &opt.threads, "N", "threads per kernel (default: all cores)"},
+    {"max-memory", 0, LD_OPT_STRING, &opt.max_memory, "SIZE", LD_CLI_MAX_MEMORY_HELP},
 };
 #define N_OPTIONS ((int)(sizeof conformance_options / sizeof conformance_options[0]))
 
@@ -427,6 +430,10 @@ static ld_status conformance_run(int argc, char **argv, ld_error *err)
         return st;
     if (opt.rtol < 0 || opt.atol < 0)
         return ld_cli_usage_error(err, CMD, "tolerances must not be negative");
+    uint64_t max_memory; /* enforced by the executor on every test's tensors */
+    st = ld_cli_memory_limit(CMD, opt.max_memory, &max_memory, err);
+    if (st != LD_OK)
+        return st;
     totals t = {0};
     for (int i = 0; st == LD_OK && i < args.n_positional; i++)
         st = run_path(args.positional[i], &t, err);
@@ -440,6 +447,7 @@ static ld_status conformance_run(int argc, char **argv, ld_error *err)
     else if (st == LD_OK && t.failed > 0)
         st = ld_error_set(err, LD_ERR_MISMATCH, "%d test(s) failed", t.failed);
     name_list_free(&t.passing);
+    ld_memory_limit_set(0);
     return st;
 }
 

@@ -1,5 +1,8 @@
-/* `layerdiff run MODEL`: runs a model on one or more backends with the same
- * inputs and streams every layer output into one HDF5 dump. */
+/* `layerdiff run MODEL`: runs a model on backends with the same inputs. With
+ * two backends (by default the fp32 reference and the emulated fp16 engine)
+ * it compares them layer by layer as they run (cli/run_compare.c) and
+ * prints the divergence summary; with one (or --no-compare) it runs each in
+ * turn. --dump streams every layer output into one HDF5 dump. */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -9,13 +12,16 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/compare_options.h"
 #include "cli/engine_options.h"
 #include "cli/format.h"
+#include "cli/memory_limit.h"
 #include "cli/options.h"
 #include "cli/profile.h"
 #include "cli/run.h"
 #include "layerdiff/inputs.h"
 #include "layerdiff/onnx.h"
+#include "layerdiff/report.h"
 #include "layerdiff/sha256.h"
 
 #define CMD "run"
@@ -34,7 +40,20 @@ static struct {
     bool profile;
     const char *profile_json;
     int64_t warmup;
+    const char *max_memory;
+    bool isolate, no_isolate, no_compare;
+    bool quiet;
 } opt;
+
+/* Comparison (two backends): the flags, and what they give. */
+#define DEFAULT_BACKENDS "reference,emulated"
+#define ISOLATE_MAX_NODES 5000 /* isolation is on by default below this many nodes */
+static ld_cli_compare_values cmp_flags;
+static ld_compare_options cmp_opts;
+static ld_summary_options summary_opts;
+static char run_names[MAX_BACKENDS][96]; /* dump run names ("reference", "reference.2") */
+static int run_argc;
+static char **run_argv;
 
 /* The emulated engine's flags and the config they give (run_model builds it). */
 static ld_cli_engine_values engine_flags;
@@ -43,7 +62,8 @@ static bool engine_selected; /* the emulated backend is among --backends */
 
 static const ld_cli_option run_options[] = {
     {"backends", 0, LD_OPT_STRING, &opt.backends, "LIST",
-     "backends to run, comma-separated (default: reference)"},
+     "backends, comma-separated; with two, the first is the reference the second is "
+     "compared to (default: reference,emulated with --fp16)"},
     {"backend-plugin", 0, LD_OPT_LIST, &opt.plugins, "LIB.so",
      "load a backend from a shared library (repeatable)"},
     {"dump", 0, LD_OPT_STRING, &opt.dump, "FILE.h5", "write the inputs and layer outputs here"},
@@ -63,19 +83,40 @@ static const ld_cli_option run_options[] = {
      "write that profile (and every node's time) as JSON"},
     {"warmup", 0, LD_OPT_INT, &opt.warmup, "N",
      "run each backend N times unobserved before the real run (benchmarks)"},
+    {"max-memory", 0, LD_OPT_STRING, &opt.max_memory, "SIZE", LD_CLI_MAX_MEMORY_HELP},
+    {"isolate", 0, LD_OPT_FLAG, &opt.isolate, NULL,
+     "also run each test layer on the reference's inputs (default below 5000 nodes)"},
+    {"no-isolate", 0, LD_OPT_FLAG, &opt.no_isolate, NULL, "accumulated error only"},
+    {"no-compare", 0, LD_OPT_FLAG, &opt.no_compare, NULL,
+     "run the backends one after the other without comparing them"},
+    {"quiet", 'q', LD_OPT_FLAG, &opt.quiet, NULL,
+     "no progress line on stderr (drawn only on a terminal anyway)"},
     LD_CLI_ENGINE_OPTIONS(engine_flags),
+    LD_CLI_COMPARE_OPTIONS(cmp_flags),
 };
 #define N_OPTIONS ((int)(sizeof run_options / sizeof run_options[0]))
 
 /* --- signals ---------------------------------------------------------------------- */
 
 /* The signal that asked us to stop (0: none). The observer polls it between
- * layers; SA_RESETHAND makes a second Ctrl-C kill at once. */
+ * layers. A second Ctrl-C kills at once, after removing the dump's temporary
+ * file (unlink is async-signal-safe), which would otherwise stay behind. */
 static volatile sig_atomic_t interrupted;
+/* The dump's temporary file while it may exist (a copy: the writer frees its
+ * own in commit or abort, which a second signal may interrupt). */
+static char dump_temp_path[4096];
+static volatile sig_atomic_t dump_temp_set;
 
 static void on_signal(int sig)
 {
-    interrupted = sig;
+    if (!interrupted) {
+        interrupted = sig;
+        return;
+    }
+    if (dump_temp_set)
+        unlink(dump_temp_path);
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 typedef struct saved_signals {
@@ -88,7 +129,7 @@ static void catch_signals(saved_signals *saved)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND | SA_RESTART; /* no EINTR in the middle of a dump write */
+    sa.sa_flags = SA_RESTART; /* no EINTR in the middle of a dump write */
     interrupted = 0;
     sigaction(SIGINT, &sa, &saved->intr);
     sigaction(SIGTERM, &sa, &saved->term);
@@ -141,6 +182,32 @@ static ld_status check_options(ld_error *err)
     if (opt.loads.n && (opt.seed >= 0 || opt.ranges.n))
         return ld_cli_usage_error(err, CMD, "--load-inputs cannot be combined with --seed or "
                                   "--val-range (those describe generated inputs)");
+    if (opt.isolate && opt.no_isolate)
+        return ld_cli_usage_error(err, CMD, "--isolate and --no-isolate contradict each other");
+    return LD_OK;
+}
+
+/* Two backends compare, unless --no-compare. */
+static bool comparing(int n_backends)
+{
+    return n_backends == 2 && !opt.no_compare;
+}
+
+/* Comparison flags need a comparison; more than two backends need --no-compare. */
+static ld_status check_compare_usage(int n_backends, ld_error *err)
+{
+    const char *flag = ld_cli_compare_first_flag(&cmp_flags);
+    if (!flag && opt.isolate)
+        flag = "--isolate";
+    if (!flag && opt.no_isolate)
+        flag = "--no-isolate";
+    if (n_backends > 2 && !opt.no_compare)
+        return ld_cli_usage_error(err, CMD, "--backends lists %d backends: a comparison is "
+                                  "between a reference and one test backend (give two, or "
+                                  "--no-compare to run them side by side)", n_backends);
+    if (flag && !comparing(n_backends))
+        return ld_cli_usage_error(err, CMD, "%s needs a comparison: give two backends, the "
+                                  "reference first (and no --no-compare)", flag);
     return LD_OK;
 }
 
@@ -165,9 +232,13 @@ static ld_status resolve_backends(const ld_backend_vtable **chosen, int *n, ld_e
         for (int i = 0; !vt && i < opt.plugins.n; i++)
             if (strcmp(plugins[i]->name, name) == 0)
                 vt = plugins[i];
+        int seen = 0; /* a backend compared with itself is the second run of the same */
         for (int i = 0; vt && i < *n; i++)
-            if (chosen[i] == vt)
-                st = ld_cli_usage_error(err, CMD, "--backends lists '%s' twice", name);
+            seen += chosen[i] == vt;
+        if (seen && (opt.no_compare || *n != 1))
+            st = ld_cli_usage_error(err, CMD, "--backends lists '%s' twice", name);
+        if (vt && *n < MAX_BACKENDS)
+            snprintf(run_names[*n], sizeof run_names[0], seen ? "%.80s.2" : "%.80s", name);
         if (st == LD_OK && !vt) {
             char avail[512];
             int nb, used = 0;
@@ -325,7 +396,8 @@ static ld_status run_backend(const prepared *p, const ld_graph *g, const ld_inpu
 {
     const char *name = p->vt->name;
     ld_run_sink sink = {.dump = dump, .outputs_only = strcmp(opt.layers, "outputs") == 0,
-                        .progress = isatty(STDERR_FILENO) == 1, .interrupted = &interrupted};
+                        .progress = isatty(STDERR_FILENO) == 1 && !opt.quiet,
+                        .interrupted = &interrupted};
     ld_status st = warm_up(p, in, err);
     if (st == LD_OK)
         st = ld_run_sink_init(&sink, g, name, err);
@@ -361,6 +433,134 @@ static ld_status run_backend(const prepared *p, const ld_graph *g, const ld_inpu
     return st;
 }
 
+/* --- comparing ------------------------------------------------------------------------- */
+
+/* What the dump and the report say about a backend's configuration. */
+static const char *run_config(const ld_backend_vtable *vt, char *buf, size_t size)
+{
+    return strcmp(vt->name, "emulated") == 0 ? ld_engine_config_describe(&engine_cfg, buf, size)
+                                             : NULL;
+}
+
+/* The two backends compared as they run (cli/run_compare.c). Prints their
+ * lines; *out receives the finished session for the summary (new). */
+static ld_status compare_backends(prepared *p, const ld_graph *g, const ld_input_set *in,
+                                  ld_dump_writer *dump, ld_profile_report *report,
+                                  ld_compare_session **out, int *dump_runs, ld_error *err)
+{
+    char config[2][1024];
+    ld_run_side ref = {.vt = p[0].vt, .state = p[0].state, .run_name = run_names[0],
+                       .config = run_config(p[0].vt, config[0], sizeof config[0])};
+    ld_run_side test = {.vt = p[1].vt, .state = p[1].state, .run_name = run_names[1],
+                        .config = run_config(p[1].vt, config[1], sizeof config[1])};
+    ld_run_compare c = {
+        .graph = g, .inputs = (const ld_tensor *const *)in->tensors, .ref = &ref, .test = &test,
+        .isolate = opt.isolate || (!opt.no_isolate && g->n_nodes < ISOLATE_MAX_NODES),
+        .outputs_only = strcmp(opt.layers, "outputs") == 0,
+        .progress = isatty(STDERR_FILENO) == 1 && !opt.quiet, .interrupted = &interrupted,
+        .dump = dump,
+    };
+    ld_status st = warm_up(&p[0], in, err);
+    if (st == LD_OK)
+        st = warm_up(&p[1], in, err);
+    if (st == LD_OK)
+        st = ld_compare_session_create(out, &cmp_opts, err);
+    c.session = *out;
+    if (st == LD_OK) {
+        ld_error_clear(err);
+        st = ld_run_compare_go(&c, err);
+    }
+    if (st == LD_OK)
+        st = ld_compare_session_finish(*out, err);
+    if (st == LD_OK) {
+        print_backend(&ref.sink, p[0].prepare_seconds, ref.seconds);
+        print_backend(&test.sink, p[1].prepare_seconds, test.seconds);
+        if (c.isolated)
+            printf("isolated  %" PRId64 " layers of %s on the reference's inputs, %.1f ms "
+                   "(within its run)\n", c.isolated_layers, run_names[1],
+                   c.isolate_seconds * 1e3);
+    }
+    if (st == LD_OK && report)
+        st = add_profile(&p[0], report, ref.seconds, ref.sink.dump_seconds, err);
+    if (st == LD_OK && report)
+        st = add_profile(&p[1], report, test.seconds,
+                         test.sink.dump_seconds + c.iso_sink.dump_seconds, err);
+    *dump_runs = c.isolated ? 3 : 2;
+    ld_run_compare_clear(&c);
+    return st;
+}
+
+/* --report-json -: the JSON alone on stdout, so everything else goes to
+ * stderr until the report is written (the summary already does). */
+static int saved_stdout = -1;
+
+static void stdout_to_stderr(void)
+{
+    fflush(stdout);
+    saved_stdout = dup(STDOUT_FILENO);
+    if (saved_stdout >= 0)
+        dup2(STDERR_FILENO, STDOUT_FILENO);
+}
+
+static void stdout_back(void)
+{
+    if (saved_stdout < 0)
+        return;
+    fflush(stdout);
+    dup2(saved_stdout, STDOUT_FILENO);
+    close(saved_stdout);
+    saved_stdout = -1;
+}
+
+/* The argv of `run`, as one line for the report. New string or NULL. */
+static char *command_line(void)
+{
+    size_t len = 1;
+    for (int i = 0; i < run_argc; i++)
+        len += strlen(run_argv[i]) + 1;
+    char *s = calloc(1, len + strlen("layerdiff "));
+    if (!s)
+        return NULL;
+    strcat(s, "layerdiff");
+    for (int i = 0; i < run_argc; i++) {
+        strcat(s, " ");
+        strcat(s, run_argv[i]);
+    }
+    return s;
+}
+
+/* Summary on the terminal, JSON report; LD_ERR_MISMATCH (no message) when a
+ * tensor failed. */
+static ld_status report_comparison(const ld_compare_session *session, const char *model_path,
+                                   const char *sha, const ld_input_set *in,
+                                   const ld_backend_vtable *const *backends, ld_error *err)
+{
+    char config[2][1024], *line = command_line();
+    ld_report_context ctx = {
+        .command = CMD, .command_line = line, .model_path = model_path, .model_sha256 = sha,
+        .ref_run = run_names[0], .ref_backend = backends[0]->name,
+        .ref_config = run_config(backends[0], config[0], sizeof config[0]),
+        .test_run = run_names[1], .test_backend = backends[1]->name,
+        .test_config = run_config(backends[1], config[1], sizeof config[1]),
+        .input_seed = in->generated ? (int64_t)in->seed : -1,
+    };
+    fflush(stdout);
+    ld_report_print_summary(session, &ctx, &summary_opts,
+                            ld_cli_compare_summary_stream(&cmp_flags));
+    ld_status st = LD_OK;
+    stdout_back();
+    if (cmp_flags.report_json)
+        st = ld_report_write_json(session, &ctx, cmp_flags.report_json, err);
+    if (st == LD_OK)
+        st = ld_cli_report_write_session(&cmp_flags.render, session, &ctx, err);
+    free(line);
+    if (st == LD_OK && !ld_compare_session_summary(session)->pass) {
+        ld_error_clear(err);
+        st = err->status = LD_ERR_MISMATCH; /* the summary said it all */
+    }
+    return st;
+}
+
 static ld_status open_dump(ld_dump_writer **w, const ld_graph *g, const char *model_path,
                            const char *sha, const ld_input_set *in, ld_error *err)
 {
@@ -384,7 +584,17 @@ static ld_status run_model(const char *model_path, ld_error *err)
     ld_profile_report *report = NULL;
     char *ranges = NULL, *shapes = NULL, sha[65];
     saved_signals saved;
+    uint64_t max_memory = 0;
+    ld_compare_session *session = NULL;
+    int dump_runs = 0;
     ld_status st = resolve_backends(backends, &n_backends, err);
+    if (st == LD_OK)
+        st = check_compare_usage(n_backends, err);
+    if (st == LD_OK && comparing(n_backends))
+        st = ld_cli_compare_setup(CMD, &cmp_flags, &cmp_opts, &summary_opts, err);
+    if (st == LD_OK && comparing(n_backends) && cmp_flags.report_json &&
+        strcmp(cmp_flags.report_json, "-") == 0)
+        stdout_to_stderr();
     if (st == LD_OK)
         st = ld_cli_engine_setup(CMD, &engine_flags, backends, n_backends, &engine_cfg,
                                  &engine_selected, err);
@@ -393,7 +603,13 @@ static ld_status run_model(const char *model_path, ld_error *err)
     if (st == LD_OK)
         st = join_list(&opt.shapes, &shapes, err);
     if (st == LD_OK)
+        st = ld_cli_memory_limit(CMD, opt.max_memory, &max_memory, err);
+    if (st == LD_OK)
+        st = ld_cli_memory_check_file(model_path, max_memory, err);
+    if (st == LD_OK)
         st = ld_onnx_load_file(&g, model_path, err);
+    if (st == LD_OK && !opt.loads.n) /* before generating inputs that would not fit */
+        st = ld_cli_memory_check_run(g, model_path, shapes, NULL, max_memory, err);
     if (st == LD_OK)
         st = ld_sha256_file(model_path, sha, err);
     if (st == LD_OK) {
@@ -403,6 +619,8 @@ static ld_status run_model(const char *model_path, ld_error *err)
         if (st == LD_ERR_USAGE) /* point at the help, as other usage errors do */
             st = ld_cli_usage_error(err, CMD, "%s", err->message);
     }
+    if (st == LD_OK && opt.loads.n)
+        st = ld_cli_memory_check_run(g, model_path, NULL, in.shapes, max_memory, err);
     if (st == LD_OK && engine_selected) /* conflicts fail here; warnings go to stderr */
         st = ld_cli_engine_plan(CMD, g, &engine_cfg, NULL, err);
     if (st == LD_OK && (opt.profile || opt.profile_json))
@@ -420,8 +638,17 @@ static ld_status run_model(const char *model_path, ld_error *err)
     st = prepare_backends(ready, n_backends, g, &in, err);
     if (st == LD_OK && opt.dump)
         st = open_dump(&dump, g, model_path, sha, &in, err);
-    for (int i = 0; st == LD_OK && i < n_backends; i++)
+    if (dump && snprintf(dump_temp_path, sizeof dump_temp_path, "%s",
+                         ld_dump_writer_temp_path(dump)) < (int)sizeof dump_temp_path)
+        dump_temp_set = 1;
+    dump_runs = n_backends;
+    if (st == LD_OK && comparing(n_backends))
+        st = compare_backends(ready, g, &in, dump, report, &session, &dump_runs, err);
+    for (int i = 0; st == LD_OK && !comparing(n_backends) && i < n_backends; i++) {
         st = run_backend(&ready[i], g, &in, dump, report, err);
+        destroy_backends(&ready[i], 1); /* its buffers go before the next backend runs */
+        ready[i].state = NULL;
+    }
     destroy_backends(ready, n_backends);
     if (st == LD_OK && interrupted)
         st = ld_error_set(err, LD_ERR_INTERRUPTED, "interrupted by %s",
@@ -430,19 +657,26 @@ static ld_status run_model(const char *model_path, ld_error *err)
         st = ld_dump_writer_commit(dump, err);
         dump = NULL;
         if (st == LD_OK)
-            printf("dump     %s (%d run%s)\n", opt.dump, n_backends, n_backends == 1 ? "" : "s");
+            printf("dump     %s (%d run%s)\n", opt.dump, dump_runs, dump_runs == 1 ? "" : "s");
     }
     ld_dump_writer_abort(dump); /* a failed or interrupted run leaves no file */
+    dump_temp_set = 0;
     if (st == LD_OK && opt.profile) {
         char rss[32];
         printf("peak RSS %s\n", ld_fmt_bytes(ld_profile_peak_rss(), rss, sizeof rss));
     }
     if (st == LD_OK && opt.profile_json)
         st = ld_profile_report_write(report, opt.profile_json, err);
+    if (st == LD_OK && session)
+        st = report_comparison(session, model_path, sha, &in, backends, err);
     restore_signals(&saved);
     if (st == LD_ERR_INTERRUPTED && opt.dump)
         ld_error_prefix(err, "%s not written", opt.dump);
 out:
+    stdout_back();
+    ld_compare_session_destroy(session);
+    ld_cli_compare_options_clear(&cmp_opts); /* after the session, which borrows it */
+    ld_memory_limit_set(0);
     ld_engine_config_clear(&engine_cfg);
     ld_profile_report_free(report);
     ld_input_set_clear(&in);
@@ -456,13 +690,22 @@ static ld_status run_run(int argc, char **argv, ld_error *err)
 {
     memset(&opt, 0, sizeof opt);
     memset(&engine_flags, 0, sizeof engine_flags);
-    opt.backends = "reference";
+    memset(&cmp_flags, 0, sizeof cmp_flags);
+    memset(&cmp_opts, 0, sizeof cmp_opts);
     opt.layers = "all";
     opt.seed = -1;
+    run_argc = argc;
+    run_argv = argv;
     ld_cli_args args;
     ld_status st = ld_cli_parse(CMD, argc, argv, run_options, N_OPTIONS, &args, err);
     if (st != LD_OK)
         return st;
+    if (!opt.backends) {
+        /* The default: the fp32 reference against the emulated engine in fp16
+         * (unless the flags ask for bf16). */
+        opt.backends = DEFAULT_BACKENDS;
+        engine_flags.fp16 = !engine_flags.bf16;
+    }
     if (args.help) {
         ld_cmd_run.help(stdout);
         return LD_OK;
@@ -488,9 +731,18 @@ static void run_help(FILE *out)
     fprintf(out,
             "Usage: layerdiff run MODEL.onnx [--backends LIST] [--dump FILE.h5] [options]\n"
             "\n"
-            "Runs the model on each backend with the same inputs and streams every layer\n"
-            "output into one HDF5 dump (format: docs/dump-format.md): the inputs under\n"
-            "/inputs, one group per backend under /runs. The dump is written under a\n"
+            "By default runs the fp32 reference and the emulated engine in fp16 in\n"
+            "lockstep and compares every layer of the second with the first as it is\n"
+            "produced: the accumulated error and, with --isolate (default below 5000\n"
+            "nodes), the layer's own error on the reference's inputs. Prints the\n"
+            "divergence summary (first divergent layer, origin layers, culprits); exit 0\n"
+            "when every tensor is within tolerance, 1 when one is not. Memory stays at\n"
+            "both backends' live tensors, whatever the depth. With one backend or\n"
+            "--no-compare, runs each backend in turn. docs/cli.md has the details.\n"
+            "\n"
+            "--dump streams every layer output into one HDF5 dump (format:\n"
+            "docs/dump-format.md): the inputs under /inputs, one group per run under\n"
+            "/runs (a comparison adds '<test>.isolated'). The dump is written under a\n"
             "temporary name and renamed only when every backend succeeded; a failed or\n"
             "interrupted run leaves no file. Prints each backend's time and the graph\n"
             "outputs' shapes and statistics; a progress line goes to stderr when it is a\n"
@@ -513,8 +765,13 @@ static void run_help(FILE *out)
             "engine\") and need it among --backends. `layerdiff inspect MODEL --engine`\n"
             "with the same flags prints the precision every layer gets and why.\n"
             "\n"
+            LD_CLI_COMPARE_HELP
+            "\n"
             "Examples:\n"
-            "  layerdiff run model.onnx --dump run.h5\n"
+            "  layerdiff run model.onnx\n"
+            "  layerdiff run model.onnx --report-json report.json --dump run.h5\n"
+            "  layerdiff run model.onnx --accumulate half --atol 'head/*:1e-2'\n"
+            "  layerdiff run model.onnx --backends reference --dump run.h5\n"
             "  layerdiff run bert.onnx --input-shapes batch:1,seq:128 --val-range ids:[0,30521]\n"
             "  layerdiff run model.onnx --load-inputs test_data_set_0 --layers outputs --dump o.h5\n"
             "  layerdiff run model.onnx --backend-plugin ./mine.so --backends reference,mine\n"
@@ -523,7 +780,7 @@ static void run_help(FILE *out)
 
 const ld_cli_command ld_cmd_run = {
     .name = CMD,
-    .summary = "run a model on backends and dump every layer output (HDF5)",
+    .summary = "run a model on two backends and compare every layer live (dump: HDF5)",
     .run = run_run,
     .help = run_help,
 };

@@ -25,5 +25,9 @@ typedef struct ld_cli_command {
 extern const ld_cli_command ld_cmd_run;
 extern const ld_cli_command ld_cmd_inspect;
 extern const ld_cli_command ld_cmd_conformance;
+extern const ld_cli_command ld_cmd_compare;
+extern const ld_cli_command ld_cmd_report;
+extern const ld_cli_command ld_cmd_bisect;
+extern const ld_cli_command ld_cmd_reduce;
 
 #endif

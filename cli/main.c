@@ -19,6 +19,10 @@
 /* One row per subcommand, in the order `layerdiff --help` lists them. */
 static const ld_cli_command *const commands[] = {
     &ld_cmd_run,
+    &ld_cmd_compare,
+    &ld_cmd_bisect,
+    &ld_cmd_reduce,
+    &ld_cmd_report,
     &ld_cmd_inspect,
     &ld_cmd_conformance,
 };
@@ -144,7 +148,8 @@ static int run_top_level(int argc, char **argv)
 
 static bool runs_kernels(const char *subcommand)
 {
-    return strcmp(subcommand, "run") == 0 || strcmp(subcommand, "conformance") == 0;
+    return strcmp(subcommand, "run") == 0 || strcmp(subcommand, "conformance") == 0 ||
+           strcmp(subcommand, "bisect") == 0 || strcmp(subcommand, "reduce") == 0;
 }
 
 static void set_omp_wait_policy(int argc, char **argv)

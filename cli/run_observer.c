@@ -25,11 +25,17 @@ ld_status ld_run_sink_init(ld_run_sink *sink, const ld_graph *g, const char *bac
     sink->backend = backend;
     sink->layers = sink->dumped = 0;
     sink->dump_seconds = 0;
-    sink->last_progress = 0;
+    ld_progress_begin(&sink->line, stderr, g->n_nodes, backend, false);
     sink->counters = (ld_run_counters){0};
+    sink->dump_run = -1;
+    int max_inputs = 1;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].n_inputs > max_inputs)
+            max_inputs = g->nodes[i].n_inputs;
     sink->seen = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *sink->seen);
     sink->outputs = calloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof *sink->outputs);
-    if (!sink->seen || !sink->outputs) {
+    sink->input_names = calloc((size_t)max_inputs, sizeof *sink->input_names);
+    if (!sink->seen || !sink->outputs || !sink->input_names) {
         ld_run_sink_free(sink);
         return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
     }
@@ -40,8 +46,10 @@ void ld_run_sink_free(ld_run_sink *sink)
 {
     free(sink->seen);
     free(sink->outputs);
+    free(sink->input_names);
     sink->seen = NULL;
     sink->outputs = NULL;
+    sink->input_names = NULL;
 }
 
 void ld_run_stats_compute(const ld_tensor *t, ld_run_stats *s)
@@ -165,24 +173,25 @@ void ld_run_counters_print(const ld_run_counters *c, FILE *out)
     fprintf(out, "\n");
 }
 
+/* "  emulated: layer 12/96  /block1/fc (MatMul)  3.2 s", at most ~10 times a
+ * second; ld_progress_update keeps control bytes off the terminal. */
 static void draw_progress(ld_run_sink *sink, const ld_node *node)
 {
-    double now = ld_run_now();
-    if (now - sink->last_progress < 0.1 && node->index + 1 < sink->graph->n_nodes)
-        return;
-    sink->last_progress = now;
-    /* Names come from the model: keep control bytes off the terminal. */
-    char name[48];
-    size_t i = 0;
-    for (; node->name[i] && i + 1 < sizeof name; i++)
-        name[i] = (unsigned char)node->name[i] < 0x20 || node->name[i] == 0x7f ? '?' : node->name[i];
-    name[i] = '\0';
-    fprintf(stderr, "\r\033[K  %s: layer %d/%d  %s (%s)", sink->backend, node->index + 1,
-            sink->graph->n_nodes, name, node->op_type);
-    fflush(stderr);
+    char name[512];
+    snprintf(name, sizeof name, "%s (%s)", node->name, node->op_type);
+    ld_progress_update(&sink->line, node->index + 1, name);
 }
 
-static ld_status write_tensor(ld_run_sink *sink, const ld_tensor_event *ev, ld_error *err)
+const char *const *ld_run_node_inputs(ld_run_sink *sink, const ld_node *node)
+{
+    for (int j = 0; j < node->n_inputs; j++)
+        sink->input_names[j] = node->inputs[j] >= 0 ? sink->graph->values[node->inputs[j]].name
+                                                    : "";
+    return sink->input_names;
+}
+
+ld_status ld_run_write_tensor(ld_run_sink *sink, int handle, const ld_tensor_event *ev,
+                              ld_error *err)
 {
     const ld_node *node = ev->node;
     ld_dump_tensor_meta meta = {
@@ -193,9 +202,13 @@ static ld_status write_tensor(ld_run_sink *sink, const ld_tensor_event *ev, ld_e
         .output_index = ev->output_index,
         .precision = ld_precision_name(ev->precision),
         .counters = ev->counters,
+        .n_inputs = node->n_inputs,
+        .inputs = ld_run_node_inputs(sink, node),
     };
     double start = ld_run_now();
-    ld_status st = ld_dump_writer_add_tensor(sink->dump, ev->tensor, &meta, err);
+    ld_status st = handle >= 0
+                       ? ld_dump_writer_add_tensor_to(sink->dump, handle, ev->tensor, &meta, err)
+                       : ld_dump_writer_add_tensor(sink->dump, ev->tensor, &meta, err);
     sink->dump_seconds += ld_run_now() - start;
     if (st == LD_OK)
         sink->dumped++;
@@ -224,16 +237,14 @@ ld_status ld_run_observe(void *user, const ld_tensor_event *ev, ld_error *err)
     if (sink->progress)
         draw_progress(sink, ev->node);
     if (sink->dump && (!sink->outputs_only || v->is_graph_output))
-        st = write_tensor(sink, ev, err);
+        st = ld_run_write_tensor(sink, sink->dump_run, ev, err);
     return st;
 }
 
 ld_status ld_run_sink_finish(ld_run_sink *sink, ld_error *err)
 {
-    if (sink->progress) {
-        fprintf(stderr, "\r\033[K");
-        fflush(stderr);
-    }
+    if (sink->progress)
+        ld_progress_end(&sink->line);
     const ld_graph *g = sink->graph;
     for (int k = 0; k < g->n_outputs; k++) {
         const ld_value *v = &g->values[g->outputs[k]];

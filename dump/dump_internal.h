@@ -68,6 +68,32 @@ ld_status ld_dump_attr_write_string(hid_t obj, const char *name, const char *val
                                     ld_error *err);
 ld_status ld_dump_attr_write_int64(hid_t obj, const char *name, int64_t value, ld_error *err);
 
+/* The same with the string type and the scalar dataspace made once: a writer
+ * writes a dozen attributes per tensor, thousands of tensors per run. */
+typedef struct ld_dump_attr_cache {
+    hid_t str_type;   /* variable-length UTF-8 */
+    hid_t scalar;
+} ld_dump_attr_cache;
+ld_status ld_dump_attr_cache_init(ld_dump_attr_cache *c, ld_error *err);
+void ld_dump_attr_cache_close(ld_dump_attr_cache *c); /* safe on a failed init */
+ld_status ld_dump_attr_put_string(hid_t obj, const ld_dump_attr_cache *c, const char *name,
+                                  const char *value, ld_error *err);
+ld_status ld_dump_attr_put_int64(hid_t obj, const ld_dump_attr_cache *c, const char *name,
+                                 int64_t value, ld_error *err);
+
+/* A 1-D attribute of n variable-length UTF-8 strings (NULL entries are
+ * written as ""). n must be > 0. */
+ld_status ld_dump_attr_write_strings(hid_t obj, const char *name, int n,
+                                     const char *const *values, ld_error *err);
+/* Reads such an attribute (1-D or scalar, variable- or fixed-length, at
+ * most LD_DUMP_MAX_LIST strings of at most LD_DUMP_MAX_STRING bytes). A
+ * missing attribute gives *n = 0, *out = NULL. Return value in *out: new
+ * array of new strings; free with ld_dump_strings_free. */
+#define LD_DUMP_MAX_LIST 65536
+ld_status ld_dump_attr_read_strings(hid_t obj, const char *name, int *n, const char ***out,
+                                    ld_error *err);
+void ld_dump_strings_free(int n, const char **values);
+
 /* Reads a string attribute (variable- or fixed-length, scalar) of at most
  * LD_DUMP_MAX_STRING bytes. A missing attribute gives *out = NULL and
  * LD_OK when `required` is false, LD_ERR_INPUT otherwise. Return value in

@@ -119,6 +119,9 @@ static void meta_free(ld_dump_tensor_meta *m)
     free((char *)m->node);
     free((char *)m->op_type);
     free((char *)m->precision);
+    ld_dump_strings_free(m->n_inputs, (const char **)m->inputs);
+    m->inputs = NULL;
+    m->n_inputs = 0;
 }
 
 static ld_status read_shape(hid_t dset, ld_shape *shape, ld_error *err)
@@ -204,6 +207,11 @@ static ld_status read_meta(hid_t dset, ld_dump_tensor_meta *m, ld_error *err)
     m->output_index = (int)output_index;
     if (st == LD_OK)
         st = read_counters(dset, &m->counters, err);
+    if (st == LD_OK) { /* optional: absent in dumps written before it was stored */
+        const char **inputs = NULL;
+        st = ld_dump_attr_read_strings(dset, "inputs", &m->n_inputs, &inputs, err);
+        m->inputs = inputs;
+    }
     if (st == LD_OK)
         st = read_dtype(dset, &m->dtype, err);
     if (st == LD_OK)
@@ -305,6 +313,7 @@ static void group_free(dump_group *g)
     free((char *)g->info.name);
     free((char *)g->info.backend);
     free((char *)g->info.config);
+    free((char *)g->info.isolated_of);
     free(g->path);
     if (g->group >= 0)
         H5Gclose(g->group);
@@ -334,6 +343,10 @@ static ld_status read_run(hid_t runs, const char *link, dump_group *g, ld_error 
         st = ld_dump_attr_read_string(g->group, "backend", true, &g->info.backend, err);
     if (st == LD_OK)
         st = ld_dump_attr_read_string(g->group, "config", false, &g->info.config, err);
+    if (st == LD_OK)
+        st = ld_dump_attr_read_string(g->group, "isolated_of", false, &g->info.isolated_of, err);
+    if (st == LD_OK && !g->info.isolated_of && !(g->info.isolated_of = strdup("")))
+        st = ld_error_set(err, LD_ERR_NOMEM, "out of memory");
     if (st != LD_OK && g->path)
         ld_error_prefix(err, "run group '%s'", g->path);
     if (st == LD_OK)

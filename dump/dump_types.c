@@ -250,12 +250,13 @@ bool ld_dump_h5_type_matches(hid_t type, ld_dtype dtype, char *why, size_t why_s
 
 /* --- attributes -------------------------------------------------------------------- */
 
-static ld_status write_scalar_attr(hid_t obj, const char *name, hid_t file_type,
-                                   hid_t mem_type, const void *value, ld_error *err)
+/* space: a scalar dataspace to use, or H5I_INVALID_HID to make one. */
+static ld_status write_attr_in(hid_t obj, const char *name, hid_t file_type, hid_t mem_type,
+                               hid_t given_space, const void *value, ld_error *err)
 {
     ld_status st = LD_OK;
     char detail[256];
-    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t space = given_space >= 0 ? given_space : H5Screate(H5S_SCALAR);
     hid_t attr = space < 0 ? H5I_INVALID_HID
                            : H5Acreate2(obj, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
     if (attr < 0 || H5Awrite(attr, mem_type, value) < 0)
@@ -264,9 +265,15 @@ static ld_status write_scalar_attr(hid_t obj, const char *name, hid_t file_type,
     if (attr >= 0 && H5Aclose(attr) < 0 && st == LD_OK)
         st = ld_error_set(err, LD_ERR_IO, "cannot write attribute '%s': %s", name,
                           ld_dump_h5_error_detail(detail, sizeof detail));
-    if (space >= 0)
+    if (space >= 0 && given_space < 0)
         H5Sclose(space);
     return st;
+}
+
+static ld_status write_scalar_attr(hid_t obj, const char *name, hid_t file_type,
+                                   hid_t mem_type, const void *value, ld_error *err)
+{
+    return write_attr_in(obj, name, file_type, mem_type, H5I_INVALID_HID, value, err);
 }
 
 static hid_t utf8_string_type(size_t size, H5T_cset_t cset)
@@ -297,6 +304,39 @@ ld_status ld_dump_attr_write_string(hid_t obj, const char *name, const char *val
 ld_status ld_dump_attr_write_int64(hid_t obj, const char *name, int64_t value, ld_error *err)
 {
     return write_scalar_attr(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value, err);
+}
+
+ld_status ld_dump_attr_cache_init(ld_dump_attr_cache *c, ld_error *err)
+{
+    c->str_type = utf8_string_type(H5T_VARIABLE, H5T_CSET_UTF8);
+    c->scalar = H5Screate(H5S_SCALAR);
+    if (c->str_type < 0 || c->scalar < 0) {
+        ld_dump_attr_cache_close(c);
+        return ld_error_set(err, LD_ERR_INTERNAL, "cannot build the attribute types");
+    }
+    return LD_OK;
+}
+
+void ld_dump_attr_cache_close(ld_dump_attr_cache *c)
+{
+    if (c->str_type >= 0)
+        H5Tclose(c->str_type);
+    if (c->scalar >= 0)
+        H5Sclose(c->scalar);
+    c->str_type = c->scalar = H5I_INVALID_HID;
+}
+
+ld_status ld_dump_attr_put_string(hid_t obj, const ld_dump_attr_cache *c, const char *name,
+                                  const char *value, ld_error *err)
+{
+    const char *v = value ? value : "";
+    return write_attr_in(obj, name, c->str_type, c->str_type, c->scalar, &v, err);
+}
+
+ld_status ld_dump_attr_put_int64(hid_t obj, const ld_dump_attr_cache *c, const char *name,
+                                 int64_t value, ld_error *err)
+{
+    return write_attr_in(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, c->scalar, &value, err);
 }
 
 /* Opens attribute `name` and checks it holds exactly one element. Returns
@@ -440,4 +480,141 @@ ld_status ld_dump_attr_read_int64(hid_t obj, const char *name, int64_t *out, boo
             *found = true;
     }
     return st;
+}
+
+/* --- string lists (a tensor's producing-node inputs) ----------------------------------- */
+
+/* Sum of the lengths of one attribute's strings a reader accepts. */
+#define MAX_LIST_BYTES ((size_t)64 << 20)
+
+ld_status ld_dump_attr_write_strings(hid_t obj, const char *name, int n,
+                                     const char *const *values, ld_error *err)
+{
+    ld_status st = LD_OK;
+    char detail[256];
+    hsize_t dims[1] = {(hsize_t)n};
+    const char **v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    hid_t type = utf8_string_type(H5T_VARIABLE, H5T_CSET_UTF8);
+    hid_t space = n > 0 ? H5Screate_simple(1, dims, NULL) : H5I_INVALID_HID;
+    hid_t attr = H5I_INVALID_HID;
+    if (!v || type < 0 || space < 0) {
+        st = ld_error_set(err, n > 0 && v ? LD_ERR_INTERNAL : LD_ERR_NOMEM,
+                          "cannot build string list attribute '%s'", name);
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        v[i] = values[i] ? values[i] : "";
+    attr = H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    if (attr < 0 || H5Awrite(attr, type, v) < 0)
+        st = ld_error_set(err, LD_ERR_IO, "cannot write attribute '%s': %s", name,
+                          ld_dump_h5_error_detail(detail, sizeof detail));
+out:
+    if (attr >= 0 && H5Aclose(attr) < 0 && st == LD_OK)
+        st = ld_error_set(err, LD_ERR_IO, "cannot write attribute '%s': %s", name,
+                          ld_dump_h5_error_detail(detail, sizeof detail));
+    if (space >= 0)
+        H5Sclose(space);
+    if (type >= 0)
+        H5Tclose(type);
+    free(v);
+    return st;
+}
+
+void ld_dump_strings_free(int n, const char **values)
+{
+    for (int i = 0; values && i < n; i++)
+        free((char *)values[i]);
+    free(values);
+}
+
+/* Copies raw strings (each at most `width` bytes, or NUL-terminated when
+ * width is 0) into out, checking the bounds. */
+static ld_status copy_list(const char *const *raw, const char *fixed, size_t width, int n,
+                           const char *name, const char **out, ld_error *err)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const char *s = fixed ? fixed + (size_t)i * (width + 1) : raw[i];
+        size_t len = s ? strnlen(s, LD_DUMP_MAX_STRING + 1) : 0;
+        total += len;
+        if (len > LD_DUMP_MAX_STRING || total > MAX_LIST_BYTES)
+            return ld_error_set(err, LD_ERR_INPUT, "attribute '%s' holds too long strings", name);
+        if (!(out[i] = strndup(s ? s : "", len)))
+            return ld_error_set(err, LD_ERR_NOMEM, "out of memory reading attribute '%s'", name);
+    }
+    return LD_OK;
+}
+
+/* Reads the n strings of attr (type: a string type) into out. */
+static ld_status read_list(hid_t attr, hid_t type, const char *name, int n, const char **out,
+                           ld_error *err)
+{
+    H5T_cset_t cset = H5Tget_cset(type);
+    htri_t variable = H5Tis_variable_str(type);
+    size_t size = variable ? 0 : H5Tget_size(type);
+    if ((cset != H5T_CSET_ASCII && cset != H5T_CSET_UTF8) || variable < 0 ||
+        (!variable && (size == 0 || size > LD_DUMP_MAX_STRING ||
+                       (size + 1) * (size_t)n > MAX_LIST_BYTES)))
+        return ld_error_set(err, LD_ERR_INPUT, "attribute '%s' has a bad string type", name);
+    ld_status st = LD_OK;
+    char **raw = variable ? calloc((size_t)n, sizeof *raw) : NULL;
+    char *fixed = variable ? NULL : calloc((size_t)n, size + 1);
+    hid_t mem = utf8_string_type(variable ? H5T_VARIABLE : size + 1, cset);
+    if ((variable ? !raw : !fixed) || mem < 0)
+        st = ld_error_set(err, LD_ERR_NOMEM, "out of memory reading attribute '%s'", name);
+    else if (H5Aread(attr, mem, variable ? (void *)raw : (void *)fixed) < 0)
+        st = ld_error_set(err, LD_ERR_INPUT, "cannot read string attribute '%s'", name);
+    else
+        st = copy_list((const char *const *)raw, fixed, size, n, name, out, err);
+    for (int i = 0; raw && i < n; i++)
+        if (raw[i])
+            H5free_memory(raw[i]);
+    free(raw);
+    free(fixed);
+    if (mem >= 0)
+        H5Tclose(mem);
+    return st;
+}
+
+ld_status ld_dump_attr_read_strings(hid_t obj, const char *name, int *n, const char ***out,
+                                    ld_error *err)
+{
+    *n = 0;
+    *out = NULL;
+    htri_t exists = H5Aexists(obj, name);
+    if (exists <= 0)
+        return exists < 0 ? ld_error_set(err, LD_ERR_INPUT, "cannot look up attribute '%s'", name)
+                          : LD_OK;
+    ld_status st = LD_OK;
+    const char **list = NULL;
+    hid_t attr = H5Aopen(obj, name, H5P_DEFAULT);
+    hid_t space = attr < 0 ? H5I_INVALID_HID : H5Aget_space(attr);
+    hid_t type = attr < 0 ? H5I_INVALID_HID : H5Aget_type(attr);
+    int rank = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
+    hssize_t count = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
+    if (attr < 0 || type < 0 || H5Tget_class(type) != H5T_STRING || rank < 0 || rank > 1 ||
+        count < 0 || count > LD_DUMP_MAX_LIST) {
+        st = ld_error_set(err, LD_ERR_INPUT, "attribute '%s' is not a list of at most %d strings",
+                          name, LD_DUMP_MAX_LIST);
+        goto out;
+    }
+    list = calloc((size_t)(count ? count : 1), sizeof *list);
+    if (!list)
+        st = ld_error_set(err, LD_ERR_NOMEM, "out of memory reading attribute '%s'", name);
+    else if (count > 0)
+        st = read_list(attr, type, name, (int)count, list, err);
+out:
+    if (type >= 0)
+        H5Tclose(type);
+    if (space >= 0)
+        H5Sclose(space);
+    if (attr >= 0)
+        H5Aclose(attr);
+    if (st != LD_OK) {
+        ld_dump_strings_free((int)(count > 0 ? count : 0), list);
+        return st;
+    }
+    *n = (int)count;
+    *out = list;
+    return LD_OK;
 }

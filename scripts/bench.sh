@@ -21,17 +21,29 @@
 #   - on every CPU, warm runs of the emulated backend with --fp16, interleaved
 #     with the reference's warm runs, and its time over the reference's;
 #   - peak RSS with `--dump` of every layer against the same run without;
+#   - comparator throughput: ld_compare_tensors on float32 pairs, 1 thread,
+#     as a ratio of memcpy of the same bytes in the same process;
+#   - the live comparison (`run` comparing reference and emulated fp16 in
+#     lockstep) on the deepest fixture and PaddleOCR det: peak RSS with
+#     --dump against without, and the dump's write rate against
+#     bench/hdf5_write_loop writing the same datasets in one plain loop;
+#   - `layerdiff bisect` on the transformer fixture and PaddleOCR det: trials
+#     per second, a trial and the whole search as multiples of one full
+#     emulated run (scripts/bench_bisect.py);
 #   - libgomp's default busy waiting against layerdiff's GOMP_SPINCOUNT,
 #     on the machine as it is and beside one more busy process
 #     (docs/architecture.md).
 # Prints tables and the issue's goals as met / not met, and writes
 # DIR/bench.json. --quick: 3 repetitions and no wait-policy section.
 #
-# BLAS kernel: a preset OPENBLAS_CORETYPE / BLIS_ARCH_TYPE (some sites set
-# Haswell) is what `layerdiff run` respects, but it caps GEMM at the AVX2
-# kernel; the benchmark measures layerdiff's own choice and, when such a
-# variable is set, PaddleOCR det once more with it (BENCH_KEEP_ENV=1 keeps
-# the environment for every run instead).
+# BLAS kernel: layerdiff chooses OpenBLAS's kernel from the CPU's features
+# and ignores a preset OPENBLAS_CORETYPE / BLIS_ARCH_TYPE (this workplace
+# and its CI preset Haswell for numpy); LAYERDIFF_BLAS_CORETYPE is the
+# user's way to choose (docs/architecture.md, "BLAS"). The tables measure
+# the default choice (LAYERDIFF_BLAS_CORETYPE is unset for them); when the
+# environment presets OPENBLAS_CORETYPE or sets LAYERDIFF_BLAS_CORETYPE,
+# the transformer fixture and PaddleOCR det run once more with that kernel
+# (LAYERDIFF_BLAS_CORETYPE=NAME), marked "*" in the first table.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -61,7 +73,9 @@ fi
 NPROC=$(nproc)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/layerdiff-bench.XXXXXX")
 HOG=
+LIVE_SHM= # the live comparison's dump folder in /dev/shm, removed at exit
 cleanup() {
+  [ -n "$LIVE_SHM" ] && rm -rf "$LIVE_SHM"
   [ -n "$HOG" ] && kill "$HOG" 2>/dev/null
   rm -rf "$WORK"
 }
@@ -70,14 +84,16 @@ trap 'exit 130' INT TERM
 MANIFEST=$WORK/manifest.tsv # case, mode, threads, rep, profile JSON, note
 : >"$MANIFEST"
 
-# The user's BLAS kernel choice, kept aside (see the header).
-USER_BLAS_ENV=()
-for var in OPENBLAS_CORETYPE BLIS_ARCH_TYPE; do
-  if [ -n "${!var+x}" ] && [ "${BENCH_KEEP_ENV:-0}" != 1 ]; then
-    USER_BLAS_ENV+=("$var=${!var}")
-    unset "$var"
-  fi
-done
+# The kernel the environment asks for, kept aside (see the header): the
+# user's LAYERDIFF_BLAS_CORETYPE, else a preset OPENBLAS_CORETYPE.
+USER_CORE=${LAYERDIFF_BLAS_CORETYPE:-${OPENBLAS_CORETYPE:-}}
+USER_CORE_WHY=
+if [ -n "${LAYERDIFF_BLAS_CORETYPE:-}" ]; then
+  USER_CORE_WHY="LAYERDIFF_BLAS_CORETYPE=$USER_CORE set by the user"
+elif [ -n "$USER_CORE" ]; then
+  USER_CORE_WHY="OPENBLAS_CORETYPE=$USER_CORE preset in the environment, which layerdiff ignores"
+fi
+unset LAYERDIFF_BLAS_CORETYPE
 
 log() { printf '%s\n' "$*" >&2; }
 
@@ -116,7 +132,7 @@ run_one() {
   shift 6
   local out=$WORK/$name.$mode.$threads.$rep.json
   # shellcheck disable=SC2086 # extra holds whole options
-  if ! "$BIN" run "$model" $extra --threads "$threads" --profile-json "$out" "$@" \
+  if ! "$BIN" run "$model" --backends reference $extra --threads "$threads" --profile-json "$out" "$@" \
       >"$WORK/last.out" 2>&1; then
     cat "$WORK/last.out" >&2
     die "layerdiff run $model failed"
@@ -155,14 +171,23 @@ for c in "${CASES[@]}"; do
   done
 done
 
-# PaddleOCR det with the user's BLAS kernel preset, for comparison.
-if [ "${#USER_BLAS_ENV[@]}" -gt 0 ] && [ -f "$DET" ]; then
-  log "bench: ppocr-det with ${USER_BLAS_ENV[*]} from the environment ..."
-  for ((r = 1; r <= REPS; r++)); do
-    env "${USER_BLAS_ENV[@]}" "$BIN" run "$DET" --input-shapes x:1x3x640x640 --warmup 2 \
-      --threads "$NPROC" --profile-json "$WORK/det_userenv.$r.json" >/dev/null
-    printf 'ppocr-det\tuserenv\t%s\t%s\t%s\n' "$NPROC" "$r" "$WORK/det_userenv.$r.json" \
-      >>"$MANIFEST"
+# The transformer fixture (GEMM-bound) and PaddleOCR det with the kernel
+# the environment asks for, for comparison.
+if [ -n "$USER_CORE" ]; then
+  for c in "${CASES[@]}"; do
+    IFS='|' read -r name model extra <<<"$c"
+    [ "$name" = transformer-b8 ] || [ "$name" = ppocr-det ] || continue
+    log "bench: $name with LAYERDIFF_BLAS_CORETYPE=$USER_CORE ($USER_CORE_WHY) ..."
+    for ((r = 1; r <= REPS; r++)); do
+      out=$WORK/$name.userenv.$r.json
+      # shellcheck disable=SC2086 # extra holds whole options
+      if ! env LAYERDIFF_BLAS_CORETYPE="$USER_CORE" "$BIN" run "$model" --backends reference \
+          $extra --warmup 2 --threads "$NPROC" --profile-json "$out" >"$WORK/last.out" 2>&1; then
+        cat "$WORK/last.out" >&2
+        die "layerdiff run $model with LAYERDIFF_BLAS_CORETYPE=$USER_CORE failed"
+      fi
+      printf '%s\tuserenv\t%s\t%s\t%s\n' "$name" "$NPROC" "$r" "$out" >>"$MANIFEST"
+    done
   done
 fi
 
@@ -179,7 +204,7 @@ if [ "$POLICY" = 1 ] && [ "$NPROC" -gt 1 ] && [ -z "${OMP_WAIT_POLICY:-}${GOMP_S
     for ((r = 1; r <= 3; r++)); do
       local out=$WORK/policy.$load.$policy.$r.json
       # shellcheck disable=SC2086
-      env "$@" "$BIN" run "$pmodel" $pextra --warmup 1 --threads "$NPROC" \
+      env "$@" "$BIN" run "$pmodel" --backends reference $pextra --warmup 1 --threads "$NPROC" \
         --profile-json "$out" >/dev/null
       printf '%s\tpolicy-%s-%s\t%s\t%s\t%s\n' "$pname" "$load" "$policy" "$NPROC" "$r" "$out" \
         >>"$MANIFEST"
@@ -200,6 +225,107 @@ if [ "$POLICY" = 1 ] && [ "$NPROC" -gt 1 ] && [ -z "${OMP_WAIT_POLICY:-}${GOMP_S
   HOG=
 fi
 
+# --- comparator throughput (issue 5) -------------------------------------------------
+# bench/compare_throughput: GB/s of float32 pairs through ld_compare_tensors on
+# one thread, over memcpy of the same bytes timed in the same process (goal
+# >= 0.5; median of the repetitions, at least 5).
+COMPARE_TP=$BUILD/bench/compare_throughput
+COMPARE_TP_JSON=
+if [ -x "$COMPARE_TP" ]; then
+  log "bench: comparator throughput (1 thread) ..."
+  "$COMPARE_TP" --reps "$((REPS < 5 ? 5 : REPS))" --json >"$WORK/compare_throughput.json"
+  COMPARE_TP_JSON=$WORK/compare_throughput.json
+else
+  log "bench: skipping comparator throughput: $COMPARE_TP is missing (make BUILD=$BUILD bench)"
+fi
+
+# --- live comparison: peak RSS and dump write rate (issue 5) ------------------------------
+# `layerdiff run` with its defaults (reference against emulated fp16, in
+# lockstep, isolation on) on the deepest fixture (fixtures/deep.onnx, 768
+# nodes, batch 256) and PaddleOCR det at 640x640, 3 repetitions each: the run
+# without --dump, the run with --dump of every layer (peak RSS of both from
+# --profile-json; the dump's write time is the time of its tensor writes, all
+# three runs), then bench/hdf5_write_loop writing the same dataset sizes in
+# one plain loop. Goals: RSS with --dump <= 1.3x without; write rate >= 0.7 of
+# the plain loop (bench_live.py). Dumps go to /dev/shm when it is there
+# (BENCH_DUMP_DIR chooses another folder): on the disk, other processes'
+# page-cache writeback made single measurements of either vary 5x.
+LOOP=$BUILD/bench/hdf5_write_loop
+LIVE_MANIFEST=
+if [ -x "$LOOP" ]; then
+  if [ -n "${BENCH_DUMP_DIR:-}" ]; then
+    DUMPDIR=$BENCH_DUMP_DIR
+  elif [ -d /dev/shm ] && [ -w /dev/shm ]; then
+    LIVE_SHM=$(mktemp -d /dev/shm/layerdiff-bench.XXXXXX)
+    DUMPDIR=$LIVE_SHM
+  else
+    DUMPDIR=$WORK
+  fi
+  LIVE_MANIFEST=$WORK/live.tsv
+  : >"$LIVE_MANIFEST"
+  LIVE_CASES=("deep|fixtures/deep.onnx|--input-shapes batch:256")
+  [ -f "$DET" ] && LIVE_CASES+=("ppocr-det|$DET|--input-shapes x:1x3x640x640")
+  live_run() { # OUT.json [run options...]: a comparing run; exit 1 (a mismatch) is fine
+    local out=$1 rc=0
+    shift
+    "$BIN" run "$@" --profile-json "$out" >"$WORK/live.out" 2>&1 || rc=$?
+    if [ "$rc" -gt 1 ]; then
+      cat "$WORK/live.out" >&2
+      die "layerdiff run $* failed"
+    fi
+  }
+  for c in "${LIVE_CASES[@]}"; do
+    IFS='|' read -r name model extra <<<"$c"
+    log "bench: $name, comparing run: peak RSS and dump write rate ($DUMPDIR) ..."
+    for ((r = 1; r <= 3; r++)); do
+      base=$WORK/live.$name.$r
+      # shellcheck disable=SC2086 # extra holds whole options
+      live_run "$base.plain.json" "$model" $extra
+      sync
+      # shellcheck disable=SC2086
+      live_run "$base.dump.json" "$model" $extra --dump "$DUMPDIR/live.h5"
+      if [ "$r" = 1 ]; then # the sizes of every dataset the runs wrote
+        "$PY" - "$DUMPDIR/live.h5" >"$WORK/live.$name.sizes" <<'EOF'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    for run in f["runs"].values():
+        for d in run.values():
+            print(d.size * d.dtype.itemsize)
+EOF
+      fi
+      rm -f "$DUMPDIR/live.h5"
+      sync
+      "$LOOP" "$WORK/live.$name.sizes" "$DUMPDIR/loop.h5" --trials 1 >"$base.loop.json"
+      printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$r" "$base.plain.json" "$base.dump.json" \
+        "$base.loop.json" >>"$LIVE_MANIFEST"
+    done
+  done
+  [ -n "$LIVE_SHM" ] && rm -rf "$LIVE_SHM"
+  LIVE_SHM=
+else
+  log "bench: skipping the live comparison: $LOOP is missing (make BUILD=$BUILD bench)"
+fi
+
+# --- bisect (issue 7) ------------------------------------------------------------------
+# `layerdiff bisect -q -o DIR` on the transformer fixture (batch 8) and PaddleOCR
+# det at 640x640, with tolerances tight enough that fp16 fails and the search
+# has work to do. bisect times one plain emulated run in its own process (the
+# unit) and writes trials/s, trial and total time as multiples of it into
+# bisect.json (scripts/bench_bisect.py prints them). Exit 1 (no set) is a result.
+BISECT_MANIFEST=$WORK/bisect.tsv
+: >"$BISECT_MANIFEST"
+BISECT_CASES=("transformer-b8|fixtures/transformer.onnx|--input-shapes batch:8 --atol 1e-3 --rtol 1e-3")
+[ -f "$DET" ] && BISECT_CASES+=("ppocr-det|$DET|--input-shapes x:1x3x640x640 --atol 1e-6 --rtol 1e-3")
+for c in "${BISECT_CASES[@]}"; do
+  IFS='|' read -r name model extra <<<"$c"
+  log "bench: $name, bisect ..."
+  rc=0
+  # shellcheck disable=SC2086 # extra holds whole options
+  "$BIN" bisect "$model" $extra -q -o "$WORK/bisect.$name" >"$WORK/bisect.$name.out" 2>&1 || rc=$?
+  [ "$rc" -le 1 ] || { cat "$WORK/bisect.$name.out" >&2; die "layerdiff bisect $model failed"; }
+  printf '%s\t%s\t%s\n' "$name" "$WORK/bisect.$name/bisect.json" "$rc" >>"$BISECT_MANIFEST"
+done
+
 # --- report ---------------------------------------------------------------------------
 # The peak again: other processes only ever lower it, so the report takes the
 # best trial of both measurements.
@@ -208,4 +334,8 @@ log "bench: fp32 FMA peak again ..."
 "$FMA" --threads "$NPROC" --trials "$REPS" --json >>"$WORK/fma_all.json"
 "$PY" scripts/bench_report.py --manifest "$MANIFEST" --fma1 "$WORK/fma_1.json" \
   --fma-all "$WORK/fma_all.json" --work "$WORK" --nproc "$NPROC" \
-  --user-blas-env "${USER_BLAS_ENV[*]:-}" --out "$BUILD/bench.json"
+  --user-blas-env "${USER_CORE:+LAYERDIFF_BLAS_CORETYPE=$USER_CORE ($USER_CORE_WHY)}" \
+  --compare-throughput "$COMPARE_TP_JSON" \
+  --live-compare "$LIVE_MANIFEST" \
+  --bisect "$BISECT_MANIFEST" \
+  --out "$BUILD/bench.json"

@@ -11,11 +11,15 @@ import statistics
 import subprocess
 import sys
 
+import bench_live  # scripts/bench_live.py: the live comparison section (issue 5)
+import bench_bisect  # scripts/bench_bisect.py: the bisect section (issue 7)
+
 # The issue's goals (issue 3).
 GOAL_PEAK_SHARE = 0.5   # conv/gemm GFLOP/s over the FMA peak, PaddleOCR det
 GOAL_WHOLE_OVER_CONV = 1.5  # whole-model time over conv/gemm time, PaddleOCR det
 GOAL_RSS_RATIO = 1.3    # peak RSS with every layer dumped over without
 GOAL_EMULATED_RATIO = 1.3  # emulated fp16 warm run time over the reference's (issue 4)
+GOAL_COMPARE_RATIO = 0.5  # comparator GB/s over memcpy GB/s, 1 thread (issue 5)
 GOAL_MODEL = "ppocr-det"
 POLICY_LOADS = {"asis": "machine as found", "busy": "plus one busy process"}
 
@@ -118,6 +122,12 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--nproc", type=int, required=True)
     ap.add_argument("--user-blas-env", default="")
+    ap.add_argument("--compare-throughput", default="",
+                    help="bench/compare_throughput --json output ('' = not measured)")
+    ap.add_argument("--bisect", default="",
+                    help="bench.sh's bisect manifest ('' = not measured)")
+    ap.add_argument("--live-compare", default="",
+                    help="bench.sh's live comparison manifest ('' = not measured)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
 
@@ -145,8 +155,7 @@ def main():
     # the BLAS line without its thread count (the runs use 1 and all)
     print("BLAS: %s" % re.sub(r", \d+ threads?$", "", any_run["description"] or "?"))
     if a.user_blas_env:
-        print("note: %s is set in the environment; `layerdiff run` respects it, the tables below"
-              " use layerdiff's own kernel choice (see the last line of the first table)"
+        print("note: the tables use layerdiff's own kernel choice; rows marked * ran with %s"
               % a.user_blas_env)
     print("fp32 FMA peak (%s, best trial of two measurements): %s" % (fma[1]["unit"], ", ".join(
         "%d thread%s %.1f GFLOP/s" % (t, "" if t == 1 else "s", peak[t]) for t in sorted(peak))))
@@ -170,14 +179,15 @@ def main():
                          fmt(w["conv_gflops"], ".1f"), fmt(c["peak_share"], ".2f"),
                          fmt(w["peak_share"], ".2f"), fmt(c["whole_over_conv"], ".2f"),
                          fmt(w["whole_over_conv"], ".2f")))
-    user = summ.get((GOAL_MODEL, "userenv", a.nproc))
-    if user:
-        rows.append((GOAL_MODEL + " *", str(a.nproc), fmt(user["flops"] / 1e9, ".3f"), "",
+    users = [(name, summ[(name, "userenv", a.nproc)]) for name in case_order
+             if (name, "userenv", a.nproc) in summ]
+    for name, user in users:
+        rows.append((name + " *", str(a.nproc), fmt(user["flops"] / 1e9, ".3f"), "",
                      fmt(user["run_ms"], ".2f"), "", fmt(user["conv_gflops"], ".1f"), "",
                      fmt(user["peak_share"], ".2f"), "", fmt(user["whole_over_conv"], ".2f")))
     print_table(head, rows)
-    if user:
-        print("* warm, with %s from the environment: %s" % (a.user_blas_env, user["description"]))
+    if users:
+        print("* warm, with %s: %s" % (a.user_blas_env, users[0][1]["description"]))
 
     # RSS
     print()
@@ -225,6 +235,11 @@ def main():
                 for k, v in policy.items() if "layerdiff" in v and "spin" in v)))
 
     goals = evaluate_goals(summ, rss, emulated, a.nproc)
+    compare_tp, compare_goal = compare_throughput(a.compare_throughput)
+    goals += compare_goal
+    live, live_goals = bench_live.report(a.live_compare)
+    goals += live_goals
+    bisect = bench_bisect.report(a.bisect)
     print()
     for g in goals:
         print("goal: %-62s %s  (%s)" % (g["goal"], "met" if g["met"] else "NOT MET", g["detail"]))
@@ -240,6 +255,9 @@ def main():
         "rss": rss,
         "omp_wait_policy": policy or None,
         "emulated_fp16_vs_reference": emulated or None,
+        "compare_throughput": compare_tp,
+        "live_compare": live,
+        "bisect": bisect,
         "goals": goals,
     }
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
@@ -248,6 +266,25 @@ def main():
         f.write("\n")
     print()
     print("bench: wrote %s" % a.out)
+
+
+def compare_throughput(path):
+    """bench/compare_throughput's figures, printed; returns (figures, [goal])."""
+    if not path or not os.path.exists(path):
+        return None, [{"goal": "comparator GB/s >= %.1f of memcpy (1 thread)" % GOAL_COMPARE_RATIO,
+                       "met": False, "detail": "not measured"}]
+    r = load(path)
+    print()
+    print("comparator throughput (1 thread, %d float32 pairs, median of %d): ld_compare_tensors "
+          "%.2f GB/s (%.1f ms), memcpy of the same bytes %.2f GB/s (%.1f ms), ratio %.3f; "
+          "fp16 test tensor %.2f GB/s" % (r["elements"], r["reps"], r["compare_gbs"],
+                                           r["compare_ms"], r["memcpy_gbs"], r["memcpy_ms"],
+                                           r["ratio"], r["compare_fp16_test_gbs"]))
+    goal = {"goal": "comparator GB/s >= %.1f of memcpy (1 thread)" % GOAL_COMPARE_RATIO,
+            "met": r["ratio"] >= GOAL_COMPARE_RATIO, "values": {"ratio": r["ratio"]},
+            "detail": "%.3f: %.2f GB/s against %.2f GB/s" % (r["ratio"], r["compare_gbs"],
+                                                            r["memcpy_gbs"])}
+    return r, [goal]
 
 
 def emulated_ratios(summ, case_order, nproc):

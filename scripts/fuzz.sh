@@ -4,7 +4,9 @@
 # Each target runs N seconds (0: build only, nothing runs) in one process
 # (-jobs=1: the machine is shared) on its accumulated corpus fuzz-corpus/<target>/
 # (git-ignored) plus fresh seeds made by tests/fuzz/make_seeds.py from the
-# fixtures. A crash, leak, timeout (-timeout=10 s per input) or out-of-memory
+# fixtures. A crash, leak, timeout (-timeout=$FUZZ_TIMEOUT s per input, default
+# 10; wall-clock, so a run at `nice -n 19` on a busy machine needs more, e.g.
+# 60, or a starved input counts as a hang) or out-of-memory
 # leaves DIR/fuzz/artifacts/<target>-crash-* and makes the script fail; the
 # summary line per target is appended to DIR/fuzz/stats.tsv, which
 # docs/reliability.md sums up.
@@ -14,6 +16,7 @@ cd "$(dirname "$0")/.."
 build=build
 seconds=60
 targets=""
+input_timeout=${FUZZ_TIMEOUT:-10}
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -85,7 +88,7 @@ for name in "${names[@]}"; do
   [ -f "tests/fuzz/$name.dict" ] && dict=(-dict="tests/fuzz/$name.dict")
   ls "$artifacts" | grep "^$name-" | sort >"$build/fuzz/logs/$name.before"
   echo "fuzz: $name for ${seconds}s (log $log)"
-  "$bin" "$corpus" "$seeds/$name" "${dict[@]}" -max_total_time="$seconds" -timeout=10 \
+  "$bin" "$corpus" "$seeds/$name" "${dict[@]}" -max_total_time="$seconds" -timeout="$input_timeout" \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="$artifacts/$name-" >"$log" 2>&1
   rc=$?
   new_files=()

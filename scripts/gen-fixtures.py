@@ -246,6 +246,98 @@ def build_matmul_add(w_name="weight", b_name="bias"):
     return make_model(graph)
 
 
+def build_overflow():
+    """x [1, 16] -> MatMul "/block0/fc" (positive weights, outputs ~1.6) -> Relu
+    "/block0/relu" -> MatMul "/block1/fc_big" (weights ~10000: outputs ~2.5e5, beyond
+    fp16's 65504) -> Mul "/block1/scale" by 1e-3 (back to ~250) -> MatMul "/block2/fc"
+    -> Add "/block2/add" -> y [1, 16].
+
+    Known answers under --fp16 (tests/e2e/test_run_compare.sh): "/block1/fc_big" is the
+    first divergent layer, the only origin and the first culprit (its output overflows
+    whatever its inputs); every later layer inherits the infinities. Under fp32 every
+    layer matches."""
+    rng = rng_for(4)
+    d = 16
+    w0 = np.abs(rng.standard_normal((d, d))).astype(np.float32) * np.float32(0.25)
+    w1 = (10000.0 + 2000.0 * rng.random((d, d))).astype(np.float32)
+    w2 = (rng.standard_normal((d, d)) * 0.25).astype(np.float32)
+    inits = [numpy_helper.from_array(w0, "block0.fc.weight"),
+             numpy_helper.from_array(w1, "block1.fc_big.weight"),
+             const_tensor("block1.scale", 1e-3),
+             numpy_helper.from_array(w2, "block2.fc.weight"),
+             const_tensor("block2.bias", (0.1 * rng.standard_normal(d)).astype(np.float32))]
+    nodes = [
+        helper.make_node("MatMul", ["x", "block0.fc.weight"], ["/block0/fc_output_0"],
+                         name="/block0/fc"),
+        helper.make_node("Relu", ["/block0/fc_output_0"], ["/block0/relu_output_0"],
+                         name="/block0/relu"),
+        helper.make_node("MatMul", ["/block0/relu_output_0", "block1.fc_big.weight"],
+                         ["/block1/fc_big_output_0"], name="/block1/fc_big"),
+        helper.make_node("Mul", ["/block1/fc_big_output_0", "block1.scale"],
+                         ["/block1/scale_output_0"], name="/block1/scale"),
+        helper.make_node("MatMul", ["/block1/scale_output_0", "block2.fc.weight"],
+                         ["/block2/fc_output_0"], name="/block2/fc"),
+        helper.make_node("Add", ["/block2/fc_output_0", "block2.bias"], ["y"],
+                         name="/block2/add"),
+    ]
+    graph = helper.make_graph(
+        nodes, "overflow",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, d])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, d])],
+        initializer=inits)
+    return make_model(graph)
+
+
+def build_accumulate():
+    """x [1, 16384] -> Transpose "/stats/transpose" -> MatMul "/stats/sumsq" (x @ x^T:
+    the sum of 16384 squares, ~5461) -> Mul "/head/scale" by 1/16384 -> y [1, 1].
+
+    Known answers: with --fp16 (fp32 accumulation) every layer passes; with
+    --accumulate half the running fp16 sum stops growing at 2048 (adding a square below 1
+    no longer changes it), so "/stats/sumsq" is the first divergent layer, the origin and
+    the culprit, and "/head/scale" inherits. No weights: the file stays tiny."""
+    k = 16384
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["/stats/transpose_output_0"],
+                         name="/stats/transpose", perm=[1, 0]),
+        helper.make_node("MatMul", ["x", "/stats/transpose_output_0"],
+                         ["/stats/sumsq_output_0"], name="/stats/sumsq"),
+        helper.make_node("Mul", ["/stats/sumsq_output_0", "head.scale"], ["y"],
+                         name="/head/scale"),
+    ]
+    graph = helper.make_graph(
+        nodes, "accumulate",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])],
+        initializer=[const_tensor("head.scale", 1.0 / k)])
+    return make_model(graph)
+
+
+def build_deep(blocks=256, d=64):
+    """The deepest fixture: `blocks` blocks of MatMul (one shared orthogonal 64x64
+    weight) -> Add (shared bias) -> Tanh on x [batch, 64], 3 x blocks nodes. For
+    memory that must not grow with depth (make bench, tests)."""
+    rng = rng_for(5)
+    q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    inits = [numpy_helper.from_array(q.astype(np.float32), "deep.weight"),
+             const_tensor("deep.bias", (0.05 * rng.standard_normal(d)).astype(np.float32))]
+    nodes, x = [], "x"
+    for i in range(blocks):
+        p = "/block%d" % i
+        nodes.append(helper.make_node("MatMul", [x, "deep.weight"], [p + "/fc_output_0"],
+                                      name=p + "/fc"))
+        nodes.append(helper.make_node("Add", [p + "/fc_output_0", "deep.bias"],
+                                      [p + "/add_output_0"], name=p + "/add"))
+        x = "y" if i == blocks - 1 else p + "/tanh_output_0"
+        nodes.append(helper.make_node("Tanh", [p + "/add_output_0"], [x], name=p + "/tanh"))
+    graph = helper.make_graph(
+        nodes, "deep",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", d])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", d])],
+        initializer=inits)
+    return make_model(graph)
+
+
 def externalize(tensor, location, offset, length=None):
     """Moves tensor's bytes out (returned) and points it at location/offset."""
     raw = tensor.raw_data
@@ -378,6 +470,9 @@ def main():
     cnn = build_cnn()
     save_valid(cnn, os.path.join(out, "cnn.onnx"))
     save_valid(build_transformer(), os.path.join(out, "transformer.onnx"))
+    save_valid(build_overflow(), os.path.join(out, "overflow.onnx"))
+    save_valid(build_accumulate(), os.path.join(out, "accumulate.onnx"))
+    save_valid(build_deep(), os.path.join(out, "deep.onnx"))
     build_external(out)
     build_bad(out, cnn.SerializeToString())
     return 0

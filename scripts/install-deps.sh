@@ -16,6 +16,7 @@ packages=(
   python3 python3-onnx python3-numpy python3-h5py  # fixtures, h5py/onnx checks
   clang valgrind                          # fuzzing, memcheck
   libclang-rt-dev libomp-dev              # clang's libFuzzer/sanitizer runtimes and omp.h (make fuzz)
+  chromium fonts-dejavu-core              # headless render test of the HTML report (tests/e2e/test_report.sh)
 )
 
 missing=()

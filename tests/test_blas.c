@@ -189,6 +189,7 @@ static void test_blas_loads_and_describes(void **state)
         had[i] = getenv(vars[i]) != NULL;
         snprintf(before[i], sizeof before[i], "%s", had[i] ? getenv(vars[i]) : "");
     }
+    const char *requested = getenv("LAYERDIFF_BLAS_CORETYPE");
     assert_int_equal(ld_blas_init(&err), LD_OK);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(getenv(vars[i]) != NULL, had[i]);
@@ -199,19 +200,93 @@ static void test_blas_loads_and_describes(void **state)
     const char *d = ld_blas_describe();
     printf("# BLAS: %s\n", d);
     assert_true(strncmp(d, "openblas ", 9) == 0 || strncmp(d, "blis ", 5) == 0);
-    /* A user's choice is kept and reported as such. */
-    bool openblas = strncmp(d, "openblas ", 9) == 0;
-    if (had[openblas ? 0 : 2]) {
-        char want[96];
-        snprintf(want, sizeof want, "%s=%s set by the user", vars[openblas ? 0 : 2],
-                 before[openblas ? 0 : 2]);
-        assert_non_null(strstr(d, want));
+    /* The kernel follows the CPU (a preset OPENBLAS_CORETYPE, which this
+     * workplace sets to Haswell, is ignored) unless LAYERDIFF_BLAS_CORETYPE
+     * says otherwise. */
+    unsigned cpu = ld_blas_cpu_features();
+    if (strncmp(d, "openblas ", 9) == 0 && !(requested && *requested)) {
+        if (cpu & LD_CPU_AVX512)
+            assert_non_null(strstr(d, " SkylakeX (chosen by layerdiff for this AVX-512 CPU"));
+        else if (cpu & LD_CPU_AVX2_FMA)
+            assert_non_null(strstr(d, " Haswell (chosen by layerdiff for this AVX2+FMA CPU"));
+        if (had[0] && *before[0]) {
+            char want[160];
+            snprintf(want, sizeof want, "OPENBLAS_CORETYPE=%s in the environment ignored",
+                     before[0]);
+            assert_non_null(strstr(d, want));
+        }
     }
     assert_non_null(strstr(d, "2 threads"));
     ld_blas_set_threads(1);
     assert_non_null(strstr(ld_blas_describe(), "1 thread"));
     ld_blas_set_threads(0); /* clamps */
     assert_int_equal(ld_blas_threads(), 1);
+}
+
+enum {
+    CPU_AVX2 = LD_CPU_SSE3 | LD_CPU_SSSE3 | LD_CPU_SSE41 | LD_CPU_SSE42 | LD_CPU_AVX |
+               LD_CPU_AVX2_FMA,
+    CPU_AVX512 = CPU_AVX2 | LD_CPU_AVX512,
+};
+
+/* The policy on made-up CPUs: the CPU decides, a preset OPENBLAS_CORETYPE
+ * is ignored but named, LAYERDIFF_BLAS_CORETYPE wins when valid. */
+static void test_core_policy(void **state)
+{
+    (void)state;
+    ld_blas_core_choice c;
+    ld_error err;
+    ld_error_clear(&err);
+    assert_int_equal(ld_blas_choose_core(NULL, NULL, CPU_AVX512, &c, &err), LD_OK);
+    assert_string_equal(c.core, "SkylakeX");
+    assert_int_equal(c.needs, LD_CPU_AVX512);
+    assert_string_equal(c.why, "chosen by layerdiff for this AVX-512 CPU");
+    assert_int_equal(ld_blas_choose_core("", "Haswell", CPU_AVX512, &c, &err), LD_OK);
+    assert_string_equal(c.core, "SkylakeX");
+    assert_string_equal(c.why, "chosen by layerdiff for this AVX-512 CPU; OPENBLAS_CORETYPE="
+                               "Haswell in the environment ignored, LAYERDIFF_BLAS_CORETYPE "
+                               "chooses");
+    assert_int_equal(ld_blas_choose_core(NULL, "SkylakeX", CPU_AVX2, &c, &err), LD_OK);
+    assert_string_equal(c.core, "Haswell");
+    assert_int_equal(c.needs, LD_CPU_AVX2_FMA);
+    assert_int_equal(ld_blas_choose_core(NULL, NULL, LD_CPU_SSE3 | LD_CPU_AVX, &c, &err), LD_OK);
+    assert_string_equal(c.core, "");
+    assert_int_equal(c.needs, 0);
+    assert_string_equal(c.why, "the library's own CPU detection");
+    /* the user's choice, any case, named as OpenBLAS spells it */
+    assert_int_equal(ld_blas_choose_core("haswell", "Prescott", CPU_AVX512, &c, &err), LD_OK);
+    assert_string_equal(c.core, "Haswell");
+    assert_string_equal(c.why, "LAYERDIFF_BLAS_CORETYPE=haswell set by the user");
+    assert_int_equal(ld_blas_choose_core("COOPERLAKE", NULL, CPU_AVX512, &c, &err), LD_OK);
+    assert_string_equal(c.core, "Cooperlake");
+    assert_int_equal(ld_blas_choose_core("Prescott", NULL, CPU_AVX2, &c, &err), LD_OK);
+    assert_string_equal(c.core, "Prescott");
+}
+
+static void test_core_policy_errors(void **state)
+{
+    (void)state;
+    ld_blas_core_choice c;
+    ld_error err;
+    ld_error_clear(&err);
+    assert_int_equal(ld_blas_choose_core("Skylake", NULL, CPU_AVX512, &c, &err), LD_ERR_USAGE);
+    assert_non_null(strstr(err.message, "LAYERDIFF_BLAS_CORETYPE=Skylake is not an OpenBLAS core "
+                                        "type (one of Katmai, "));
+    assert_non_null(strstr(err.message, ", SkylakeX, Cooperlake, SapphireRapids)"));
+    assert_null(strchr(err.message, '\n'));
+    ld_error_clear(&err);
+    assert_int_equal(ld_blas_choose_core("skylakex", NULL, CPU_AVX2, &c, &err), LD_ERR_USAGE);
+    assert_string_equal(err.message, "LAYERDIFF_BLAS_CORETYPE=skylakex: OpenBLAS's SkylakeX "
+                                     "kernel needs AVX-512 (F, CD, BW, DQ, VL), which this CPU "
+                                     "lacks");
+    ld_error_clear(&err);
+    assert_int_equal(ld_blas_choose_core("Bulldozer", NULL, CPU_AVX512, &c, &err), LD_ERR_USAGE);
+    assert_string_equal(err.message, "LAYERDIFF_BLAS_CORETYPE=Bulldozer: OpenBLAS's Bulldozer "
+                                     "kernel needs FMA4, which this CPU lacks");
+    ld_error_clear(&err);
+    assert_int_equal(ld_blas_choose_core("Sandybridge", NULL, LD_CPU_SSE3, &c, &err),
+                     LD_ERR_USAGE);
+    assert_non_null(strstr(err.message, "needs AVX, which this CPU lacks"));
 }
 
 static void test_gemm_paths_one_thread(void **state)
@@ -314,6 +389,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blas_loads_and_describes),
+        cmocka_unit_test(test_core_policy),
+        cmocka_unit_test(test_core_policy_errors),
         cmocka_unit_test(test_gemm_known_values),
         cmocka_unit_test(test_gemm_degenerate),
         cmocka_unit_test(test_gemm_paths_one_thread),

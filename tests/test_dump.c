@@ -250,8 +250,8 @@ static void test_topological_order_and_lookup(void **state)
 
 static const char *const input_names[] = {"pixel_values", "attention_mask", "/odd/input"};
 static const float input_x[] = {1, 2, 3, 4};
-static const ld_dump_run_info two_runs[] = {{"reference", "ref", NULL},
-                                            {"emulated", "emu", "fp16 all"}};
+static const ld_dump_run_info two_runs[] = {{"reference", "ref", NULL, NULL},
+                                            {"emulated", "emu", "fp16 all", NULL}};
 
 /* Writes three inputs, then runs "reference" and "emulated", each with a
  * tensor "y" whose first element is the run index; only "emulated" has

@@ -102,7 +102,7 @@ static void write_interop_dump(const char *path)
         assert_int_equal(ld_dump_writer_add_input(w, t, &err), LD_OK);
         ld_tensor_destroy(t);
     }
-    ld_dump_run_info ref = {"reference", "reference", "fp32 everywhere"};
+    ld_dump_run_info ref = {"reference", "reference", "fp32 everywhere", NULL};
     assert_int_equal(ld_dump_writer_begin_run(w, &ref, &err), LD_OK);
     for (size_t i = 0; i < sizeof reference_run / sizeof reference_run[0]; i++) {
         ld_tensor *t = tensor_of(&reference_run[i]);
@@ -120,7 +120,7 @@ static void write_interop_dump(const char *path)
         ld_tensor_destroy(t);
     }
     assert_int_equal(ld_dump_writer_end_run(w, &err), LD_OK);
-    ld_dump_run_info emu = {"emulated/fp16", "emulated", "fp16"};
+    ld_dump_run_info emu = {"emulated/fp16", "emulated", "fp16", NULL};
     assert_int_equal(ld_dump_writer_begin_run(w, &emu, &err), LD_OK);
     spec s = {F16_NAME, LD_DTYPE_FLOAT32, 1, {3}, emulated};
     ld_tensor *t = tensor_of(&s);

@@ -26,6 +26,7 @@
 #include "backends/accumulate.h"
 #include "backends/blas.h"
 #include "backends/kernels/conv_common.h"
+#include "backends/kernels/conv_direct.h"
 #include "backends/kernels/depthwise.h"
 #include "backends/kernels/kernels.h"
 
@@ -223,6 +224,28 @@ static bool is_pointwise(const ld_window_geom *g)
     return true;
 }
 
+/* float32 on AVX-512 CPUs: conv_direct.c per image and group, no im2col. */
+static ld_status conv_run_direct(ld_kernel_ctx *ctx, const conv_problem *p)
+{
+    const ld_window_geom *g = &p->g;
+    int64_t Cg = p->C / p->group, Mg = p->M / p->group, Kg = Cg * g->k_size;
+    size_t scratch_bytes =
+        ld_conv_direct_scratch_floats(g, Cg, Mg, ctx->threads) * sizeof(float);
+    float *scratch = ld_scratch_get(scratch_bytes);
+    if (!scratch)
+        return ld_kernel_fail(ctx, LD_ERR_NOMEM, "cannot allocate %zu bytes of convolution "
+                              "scratch", scratch_bytes);
+    const float *x = p->x, *w = p->w, *b = p->b;
+    float *y = p->y;
+    for (int64_t n = 0; n < p->N; n++)
+        for (int64_t gr = 0; gr < p->group; gr++)
+            ld_conv_direct_f32(x + (n * p->C + gr * Cg) * g->in_size, w + gr * Mg * Kg,
+                               b ? b + gr * Mg : NULL, y + (n * p->M + gr * Mg) * g->out_size,
+                               Cg, Mg, g, scratch, ctx->threads);
+    ld_scratch_put(scratch);
+    return LD_OK;
+}
+
 static ld_status conv_run(ld_kernel_ctx *ctx, const conv_problem *p)
 {
     const ld_window_geom *g = &p->g;
@@ -239,6 +262,9 @@ static ld_status conv_run(ld_kernel_ctx *ctx, const conv_problem *p)
             depthwise_f64(p, ctx->threads);
         return LD_OK;
     }
+    if (p->es == 4 && !ld_numerics_accumulate_half(ctx->numerics) &&
+        ld_conv_direct_available() && ld_conv_direct_fits(g, Cg, Mg))
+        return conv_run_direct(ctx, p);
     bool pointwise = is_pointwise(g);
     /* im2col in tiles of output positions (whole rows when they fit) */
     int64_t positions = g->out_size, tile = positions;

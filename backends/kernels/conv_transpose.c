@@ -22,6 +22,7 @@
 #include "backends/accumulate.h"
 #include "backends/blas.h"
 #include "backends/kernels/conv_common.h"
+#include "backends/kernels/conv_direct.h"
 #include "backends/kernels/kernels.h"
 
 #define CONVT_TILE_BYTES ((size_t)8 << 20)
@@ -197,6 +198,49 @@ DEFINE_COL2IM(float, col2im_f32, PLAIN_ADD)
 DEFINE_COL2IM(float, col2im_f32_half, ACCUM_ADD)
 DEFINE_COL2IM(double, col2im_f64, PLAIN_ADD)
 
+/* Whether every output position gets exactly one column entry, in order:
+ * kernel = stride, no dilation, no padding, and the output exactly input x
+ * stride (2-D or 1-D). Such a col2im is bias + column, written once. */
+static bool non_overlapping(const ld_window_geom *g)
+{
+    if (g->in[0] != 1 || g->k[0] != 1 || g->out[0] != 1)
+        return false;
+    for (int i = 1; i < LD_WINDOW_MAX_DIMS; i++)
+        if (g->k[i] != g->s[i] || g->d[i] != 1 || g->pb[i] != 0 || g->pe[i] != 0 ||
+            g->out[i] != g->in[i] * g->s[i])
+            return false;
+    return true;
+}
+
+/* col2im of a non-overlapping float32 ConvTranspose (see non_overlapping):
+ * y[m][ih * s1 + kh][iw * s2 + kw] = bias[m] + col[(m, kh, kw)][row][iw]
+ * for the input rows [r0, r1). Stride 2 in the width interleaves two column
+ * rows with AVX-512 permutes when the CPU has them. */
+static void col2im_once_f32(const float *col, const ld_window_geom *g, int64_t Mg, int64_t r0,
+                            int64_t r1, const float *bias, float *y, int threads)
+{
+    int64_t in2 = g->in[2], ncols = (r1 - r0) * in2, s1 = g->s[1], s2 = g->s[2];
+    int64_t work = Mg * g->k_size * ncols;
+#pragma omp parallel for num_threads(threads) if (work > (1 << 16)) schedule(static)
+    for (int64_t m = 0; m < Mg; m++) {
+        float b = bias ? bias[m] : 0.0f;
+        for (int64_t kh = 0; kh < s1; kh++)
+            for (int64_t row = r0; row < r1; row++) {
+                float *yr = y + m * g->out_size + (row * s1 + kh) * g->out[2];
+                const float *c0 = col + ((m * s1 + kh) * s2) * ncols + (row - r0) * in2;
+                if (s2 == 2 && ld_conv_direct_available()) {
+                    ld_interleave2_add_f32(c0, c0 + ncols, b, yr, in2);
+                    continue;
+                }
+                for (int64_t kw = 0; kw < s2; kw++) {
+                    const float *c = c0 + kw * ncols;
+                    for (int64_t iw = 0; iw < in2; iw++)
+                        yr[iw * s2 + kw] = b + c[iw];
+                }
+            }
+    }
+}
+
 static void fill_planes(void *y, const void *bias, int64_t planes, int64_t n, size_t es)
 {
     for (int64_t r = 0; r < planes; r++) {
@@ -221,21 +265,32 @@ static ld_status convt_compute(ld_kernel_ctx *ctx)
     p.y = ctx->outputs[0]->data;
     const ld_window_geom *g = &p.g;
     int64_t Cg = p.C / p.group, Mg = p.M / p.group, rows_k = Mg * g->k_size;
-    for (int64_t n = 0; n < p.N; n++)
+    ld_accum ac = ld_accum_make(ctx->numerics, ctx->counters);
+    /* float32 on AVX-512: the columns from conv_direct.c's product, and a
+     * non-overlapping col2im writes bias + column once */
+    bool direct = p.es == 4 && !ac.half && ld_conv_direct_available();
+    bool once = direct && non_overlapping(g);
+    for (int64_t n = 0; n < p.N && !once; n++)
         fill_planes((char *)p.y + (size_t)(n * p.M * g->out_size) * p.es, p.b, p.M, g->out_size,
                     p.es);
     int64_t rows = g->in[0] * g->in[1], row_len = g->in[2];
-    if (p.N == 0 || rows_k == 0 || rows * row_len == 0 || g->out_size == 0)
+    if (p.N == 0 || rows_k == 0 || rows * row_len == 0 || g->out_size == 0) {
+        for (int64_t n = 0; n < p.N && once; n++) /* bias only */
+            fill_planes((char *)p.y + (size_t)(n * p.M * g->out_size) * p.es, p.b, p.M,
+                        g->out_size, p.es);
         return LD_OK;
+    }
     size_t row_bytes = (size_t)rows_k * (size_t)row_len * p.es;
     int64_t tile = (int64_t)(CONVT_TILE_BYTES / row_bytes);
     tile = tile < 1 ? 1 : tile > rows ? rows : tile;
-    void *col = ld_scratch_get(row_bytes * (size_t)tile);
+    size_t pack_bytes =
+        direct ? ld_gemm_direct_scratch_floats(rows_k, Cg, ctx->threads) * sizeof(float) : 0;
+    size_t col_bytes = (row_bytes * (size_t)tile + 63) / 64 * 64;
+    char *col = ld_scratch_get(col_bytes + pack_bytes);
     if (!col)
         return ld_kernel_fail(ctx, LD_ERR_NOMEM, "cannot allocate %zu bytes of scratch",
-                              row_bytes * (size_t)tile);
+                              col_bytes + pack_bytes);
     ld_blas_set_threads(ctx->threads);
-    ld_accum ac = ld_accum_make(ctx->numerics, ctx->counters);
     ctx->flops += (int64_t)(2.0 * (double)p.N * (double)p.group * (double)rows_k *
                             (double)(rows * row_len) * (double)Cg);
     for (int64_t n = 0; n < p.N; n++)
@@ -246,17 +301,29 @@ static ld_status convt_compute(ld_kernel_ctx *ctx)
             for (int64_t r0 = 0; r0 < rows; r0 += tile) {
                 int64_t r1 = r0 + tile < rows ? r0 + tile : rows, cols = (r1 - r0) * row_len;
                 const char *xt = x + (size_t)(r0 * row_len) * p.es;
-                if (p.es == 4) {
+                if (direct) {
+                    ld_gemm_direct_f32(true, rows_k, cols, Cg, (const float *)w, rows_k,
+                                       (const float *)xt, g->in_size, (float *)col, cols,
+                                       (float *)(col + col_bytes), ctx->threads);
+                    if (once)
+                        col2im_once_f32((const float *)col, g, Mg, r0, r1,
+                                        p.b ? (const float *)p.b + gr * Mg : NULL, (float *)y,
+                                        ctx->threads);
+                    else
+                        col2im_f32((const float *)col, g, Mg, r0, r1, (float *)y, ctx->threads,
+                                   &ac);
+                } else if (p.es == 4) {
                     ld_sgemm(true, false, rows_k, cols, Cg, 1.0f, (const float *)w, rows_k,
-                             (const float *)xt, g->in_size, 0.0f, col, cols, ctx->numerics,
-                             ctx->counters);
-                    (ac.half ? col2im_f32_half : col2im_f32)(col, g, Mg, r0, r1, (float *)y,
-                                                             ctx->threads, &ac);
+                             (const float *)xt, g->in_size, 0.0f, (float *)col, cols,
+                             ctx->numerics, ctx->counters);
+                    (ac.half ? col2im_f32_half : col2im_f32)((const float *)col, g, Mg, r0, r1,
+                                                             (float *)y, ctx->threads, &ac);
                 } else {
                     ld_dgemm(true, false, rows_k, cols, Cg, 1.0, (const double *)w, rows_k,
-                             (const double *)xt, g->in_size, 0.0, col, cols, ctx->numerics,
-                             ctx->counters);
-                    col2im_f64(col, g, Mg, r0, r1, (double *)y, ctx->threads, &ac);
+                             (const double *)xt, g->in_size, 0.0, (double *)col, cols,
+                             ctx->numerics, ctx->counters);
+                    col2im_f64((const double *)col, g, Mg, r0, r1, (double *)y, ctx->threads,
+                               &ac);
                 }
             }
         }

@@ -18,7 +18,9 @@
 #include "backends/kernels/depthwise.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #define LANES 16
 #define MAX_BLOCKS 4
@@ -57,17 +59,20 @@ static tap_masks masks_for(int64_t p0, int64_t s, int n, int64_t in)
     return m;
 }
 
-/* The inputs of a block's lanes for one tap: x at xk + lane * S (S 0: s). */
+/* The inputs of a block's lanes for one tap: x at xk + lane * S (S 0: s).
+ * FULL: every lane's tap is inside the row and, for stride 2, so are the
+ * odd elements between them: plain loads, no masks. */
 __attribute__((target("avx512f"), always_inline)) static inline __m512
-load_lanes(const float *xk, int S, int64_t s, const tap_masks *m)
+load_lanes(const float *xk, int S, int64_t s, const tap_masks *m, int FULL)
 {
     if (S == 1)
-        return _mm512_maskz_loadu_ps(m->add, xk);
+        return FULL ? _mm512_loadu_ps(xk) : _mm512_maskz_loadu_ps(m->add, xk);
     if (S == 2) {
         const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6,
                                               4, 2, 0);
-        __m512 lo = _mm512_maskz_loadu_ps(m->lo, xk);
-        __m512 hi = _mm512_maskz_loadu_ps(m->hi, xk + LANES);
+        __m512 lo = FULL ? _mm512_loadu_ps(xk) : _mm512_maskz_loadu_ps(m->lo, xk);
+        __m512 hi = FULL ? _mm512_loadu_ps(xk + LANES)
+                         : _mm512_maskz_loadu_ps(m->hi, xk + LANES);
         return _mm512_permutex2var_ps(lo, even, hi);
     }
     const __m512i idx = _mm512_mullo_epi32(
@@ -78,16 +83,18 @@ load_lanes(const float *xk, int S, int64_t s, const tap_masks *m)
 
 /* NB blocks of one output row from block b0 for stride S (0: any), masks at
  * masks[(b0 + b) * k2 + kw]. A lane whose tap lies in the padding keeps its
- * sum (masked add): the tap is skipped. */
-#define DEFINE_BLOCKS(NB, S)                                                                   \
-    __attribute__((target("avx512f"))) static void blocks##NB##_s##S(                          \
+ * sum (masked add): the tap is skipped. FULL blocks (see load_lanes) have
+ * every lane of every tap inside the row: unmasked loads and adds, the same
+ * arithmetic. */
+#define DEFINE_BLOCKS(NB, S, FULL, NAME)                                                       \
+    __attribute__((target("avx512f"))) static void NAME(                                       \
         const float *xp, const float *wp, float bias, const ld_window_geom *g, int64_t id0,    \
         int64_t ih0, int64_t b0, const tap_masks *masks, float *yr)                            \
     {                                                                                          \
         const int64_t s = S ? S : g->s[2], k2 = g->k[2], d2 = g->d[2], in1 = g->in[1];         \
         const int64_t in2 = g->in[2], step = LANES * s;                                        \
         __m512 acc[NB];                                                                        \
-        _Pragma("GCC unroll 4") for (int b = 0; b < NB; b++) acc[b] = _mm512_set1_ps(bias);    \
+        _Pragma("GCC unroll 8") for (int b = 0; b < NB; b++) acc[b] = _mm512_set1_ps(bias);    \
         for (int64_t kd = 0; kd < g->k[0]; kd++) {                                             \
             int64_t id = id0 + kd * g->d[0];                                                   \
             for (int64_t kh = 0; id >= 0 && id < g->in[0] && kh < g->k[1]; kh++) {             \
@@ -96,32 +103,49 @@ load_lanes(const float *xk, int S, int64_t s, const tap_masks *m)
                     continue;                                                                  \
                 const float *xr = xp + (id * in1 + ih) * in2 - g->pb[2] + b0 * step;           \
                 const float *wr = wp + (kd * g->k[1] + kh) * k2;                               \
-                const tap_masks *mr = masks + b0 * k2;                                         \
+                const tap_masks *mr = FULL ? masks : masks + b0 * k2; /* FULL: may be NULL */  \
                 for (int64_t kw = 0; kw < k2; kw++) {                                          \
                     const __m512 wv = _mm512_set1_ps(wr[kw]);                                  \
-                    _Pragma("GCC unroll 4") for (int b = 0; b < NB; b++) {                     \
-                        const tap_masks *m = &mr[b * k2 + kw];                                 \
-                        __m512 xv = load_lanes(xr + b * step + kw * d2, S, s, m);              \
-                        acc[b] = _mm512_mask_add_ps(acc[b], m->add, acc[b],                    \
-                                                    _mm512_mul_ps(wv, xv));                    \
+                    _Pragma("GCC unroll 8") for (int b = 0; b < NB; b++) {                     \
+                        const tap_masks *m = FULL ? mr : &mr[b * k2 + kw];                     \
+                        __m512 xv = load_lanes(xr + b * step + kw * d2, S, s, m, FULL);        \
+                        __m512 t = _mm512_mul_ps(wv, xv);                                      \
+                        acc[b] = FULL ? _mm512_add_ps(acc[b], t)                               \
+                                      : _mm512_mask_add_ps(acc[b], m->add, acc[b], t);         \
                     }                                                                          \
                 }                                                                              \
             }                                                                                  \
         }                                                                                      \
-        _Pragma("GCC unroll 4") for (int b = 0; b < NB; b++) {                                 \
+        _Pragma("GCC unroll 8") for (int b = 0; b < NB; b++) {                                 \
             int64_t ow0 = (b0 + b) * LANES;                                                    \
             _mm512_mask_storeu_ps(yr + ow0, bits(0, g->out[2] - ow0), acc[b]);                 \
         }                                                                                      \
     }
 
-#define DEFINE_BLOCKS_S(S) DEFINE_BLOCKS(1, S) DEFINE_BLOCKS(2, S) DEFINE_BLOCKS(3, S) \
-    DEFINE_BLOCKS(4, S)
+#define DEFINE_BLOCKS_S(S)                                                                     \
+    DEFINE_BLOCKS(1, S, 0, blocks1_s##S) DEFINE_BLOCKS(2, S, 0, blocks2_s##S)                  \
+    DEFINE_BLOCKS(3, S, 0, blocks3_s##S) DEFINE_BLOCKS(4, S, 0, blocks4_s##S)
 DEFINE_BLOCKS_S(1)
 DEFINE_BLOCKS_S(2)
 DEFINE_BLOCKS_S(0)
+/* full blocks, stride 1 and 2: up to 8 at a time (8 independent add chains) */
+DEFINE_BLOCKS(1, 1, 1, full1_s1)
+DEFINE_BLOCKS(2, 1, 1, full2_s1)
+DEFINE_BLOCKS(4, 1, 1, full4_s1)
+DEFINE_BLOCKS(8, 1, 1, full8_s1)
+DEFINE_BLOCKS(1, 2, 1, full1_s2)
+DEFINE_BLOCKS(2, 2, 1, full2_s2)
+DEFINE_BLOCKS(4, 2, 1, full4_s2)
+DEFINE_BLOCKS(8, 2, 1, full8_s2)
 
 typedef void (*blocks_fn)(const float *, const float *, float, const ld_window_geom *, int64_t,
                           int64_t, int64_t, const tap_masks *, float *);
+
+/* [stride 1, 2][1, 2, 4, 8 blocks] */
+static const blocks_fn full_table[2][4] = {
+    {full1_s1, full2_s1, full4_s1, full8_s1},
+    {full1_s2, full2_s2, full4_s2, full8_s2},
+};
 
 /* [stride 1, 2, other][blocks - 1] */
 static const blocks_fn blocks_table[3][MAX_BLOCKS] = {
@@ -148,27 +172,189 @@ bool ld_depthwise_avx512_fits(const ld_window_geom *g)
     return g->k[2] <= MAX_MASKS && blocks * g->k[2] <= MAX_MASKS && g->s[2] <= (1 << 20);
 }
 
+/* --- narrow planes ------------------------------------------------------------------
+ * Planes of a few vectors per row are mostly edge blocks, which run 2x
+ * slower masked. When the plane's weights are finite and its bias is not
+ * -0, adding a padding tap (w * 0 = +-0) to a sum leaves it unchanged (the
+ * sum, starting at the bias, never becomes -0: x + y is -0 only when both
+ * are), so a zero-padded copy of the plane computes the same bits with FULL
+ * blocks only. Each plane is copied into a per-call stack buffer. */
+#define PADDED_MAX_FLOATS 12288
+#define PADDED_MAX_BLOCKS 7
+
+typedef struct padded_plane {
+    ld_window_geom g; /* the copy's geometry: no padding, rows of `in[2]` floats */
+    int64_t rows, row_len;
+} padded_plane;
+
+static bool padded_layout(const ld_window_geom *g, padded_plane *pp)
+{
+    int64_t s = g->s[2], blocks = (g->out[2] + LANES - 1) / LANES;
+    if (g->in[0] != 1 || g->k[0] != 1 || g->out[0] != 1 || g->pb[0] != 0 || (s != 1 && s != 2) ||
+        blocks > PADDED_MAX_BLOCKS)
+        return false;
+    pp->g = *g;
+    pp->rows = g->pb[1] + g->in[1] + g->pe[1];
+    /* every element a FULL load of the last block reads (32 at stride 2) */
+    pp->row_len = blocks * LANES * s + (g->k[2] - 1) * g->d[2] + LANES;
+    if (pp->row_len < g->pb[2] + g->in[2])
+        pp->row_len = g->pb[2] + g->in[2];
+    pp->g.in[1] = pp->rows;
+    pp->g.in[2] = pp->row_len;
+    pp->g.pb[1] = pp->g.pb[2] = pp->g.pe[1] = pp->g.pe[2] = 0;
+    return pp->rows * pp->row_len <= PADDED_MAX_FLOATS;
+}
+
+static bool padding_is_neutral(const float *wp, float bias, int64_t k_size)
+{
+    if (bias == 0.0f && signbit(bias))
+        return false;
+    for (int64_t i = 0; i < k_size; i++)
+        if (!isfinite(wp[i]))
+            return false;
+    return true;
+}
+
+/* NR output rows [oh0, oh0 + NR) x NB blocks from b0 of a padded plane
+ * (pp->g: no padding): NR * NB independent sums, so that short rows still
+ * keep enough additions in flight (one row of 2-3 blocks waited on each
+ * add's latency, 25 in a row for a 5x5 kernel). Per output the same taps
+ * in the same order as the other paths. */
+#define DEFINE_PADDED_ROWS(NB, NR, S)                                                          \
+    __attribute__((target("avx512f"))) static void padded##NB##x##NR##_s##S(                   \
+        const float *buf, const float *wp, float bias, const ld_window_geom *g, int64_t oh0,   \
+        int64_t b0, float *yp)                                                                 \
+    {                                                                                          \
+        const int64_t k2 = g->k[2], d2 = g->d[2], in2 = g->in[2], step = LANES * S;            \
+        __m512 acc[NR][NB];                                                                    \
+        _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                   \
+            _Pragma("GCC unroll 8") for (int b = 0; b < NB; b++) acc[r][b] =                   \
+                _mm512_set1_ps(bias);                                                          \
+        for (int64_t kh = 0; kh < g->k[1]; kh++) {                                             \
+            const float *wr = wp + kh * k2;                                                    \
+            const float *x0 = buf + (oh0 * g->s[1] + kh * g->d[1]) * in2 + b0 * step;          \
+            for (int64_t kw = 0; kw < k2; kw++) {                                              \
+                const __m512 wv = _mm512_set1_ps(wr[kw]);                                      \
+                _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {                         \
+                    const float *xr = x0 + r * g->s[1] * in2 + kw * d2;                        \
+                    _Pragma("GCC unroll 8") for (int b = 0; b < NB; b++) {                     \
+                        __m512 xv = load_lanes(xr + b * step, S, S, NULL, 1);                  \
+                        acc[r][b] = _mm512_add_ps(acc[r][b], _mm512_mul_ps(wv, xv));           \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++) {                                 \
+            float *yr = yp + (oh0 + r) * g->out[2];                                            \
+            _Pragma("GCC unroll 8") for (int b = 0; b < NB; b++) {                             \
+                int64_t ow0 = (b0 + b) * LANES;                                                \
+                _mm512_mask_storeu_ps(yr + ow0, bits(0, g->out[2] - ow0), acc[r][b]);          \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+#define DEFINE_PADDED_S(S)                                                                     \
+    DEFINE_PADDED_ROWS(1, 8, S) DEFINE_PADDED_ROWS(2, 4, S) DEFINE_PADDED_ROWS(3, 2, S)        \
+    DEFINE_PADDED_ROWS(4, 2, S) DEFINE_PADDED_ROWS(1, 1, S) DEFINE_PADDED_ROWS(2, 1, S)        \
+    DEFINE_PADDED_ROWS(3, 1, S) DEFINE_PADDED_ROWS(4, 1, S)
+DEFINE_PADDED_S(1)
+DEFINE_PADDED_S(2)
+
+typedef void (*padded_fn)(const float *, const float *, float, const ld_window_geom *, int64_t,
+                          int64_t, float *);
+
+/* [stride 1, 2][blocks - 1][several rows, one row] */
+static const padded_fn padded_table[2][4][2] = {
+    {{padded1x8_s1, padded1x1_s1}, {padded2x4_s1, padded2x1_s1}, {padded3x2_s1, padded3x1_s1},
+     {padded4x2_s1, padded4x1_s1}},
+    {{padded1x8_s2, padded1x1_s2}, {padded2x4_s2, padded2x1_s2}, {padded3x2_s2, padded3x1_s2},
+     {padded4x2_s2, padded4x1_s2}},
+};
+static const int padded_rows[4] = {8, 4, 2, 2};
+
+__attribute__((target("avx512f"))) static void
+padded_plane_run(const float *xp, const float *wp, float bias, float *yp,
+                 const ld_window_geom *g, const padded_plane *pp)
+{
+    float buf[PADDED_MAX_FLOATS];
+    memset(buf, 0, (size_t)(pp->rows * pp->row_len) * sizeof *buf);
+    for (int64_t ih = 0; ih < g->in[1]; ih++)
+        memcpy(buf + (g->pb[1] + ih) * pp->row_len + g->pb[2], xp + ih * g->in[2],
+               (size_t)g->in[2] * sizeof *buf);
+    const padded_fn(*by_blocks)[2] = padded_table[g->s[2] == 1 ? 0 : 1];
+    int64_t blocks = (g->out[2] + LANES - 1) / LANES;
+    for (int64_t b0 = 0; b0 < blocks;) {
+        int64_t nb = blocks - b0 < 4 ? blocks - b0 : 4;
+        int64_t nr = padded_rows[nb - 1], oh = 0;
+        for (; oh + nr <= g->out[1]; oh += nr)
+            by_blocks[nb - 1][0](buf, wp, bias, &pp->g, oh, b0, yp);
+        for (; oh < g->out[1]; oh++)
+            by_blocks[nb - 1][1](buf, wp, bias, &pp->g, oh, b0, yp);
+        b0 += nb;
+    }
+}
+
+/* Whether block b (n lanes) is FULL for every kernel column: each lane's
+ * input inside [0, in) and, for stride 2, all 32 elements its loads read. */
+static bool block_full(const ld_window_geom *g, int64_t b, int64_t n)
+{
+    int64_t s = g->s[2];
+    if (n < LANES || s > 2)
+        return false;
+    for (int64_t kw = 0; kw < g->k[2]; kw++) {
+        int64_t p0 = b * LANES * s - g->pb[2] + kw * g->d[2];
+        if (p0 < 0 || p0 + LANES * s > g->in[2])
+            return false;
+    }
+    return true;
+}
+
 __attribute__((target("avx512f"))) void ld_depthwise_plane_f32_avx512(const float *xp,
                                                                       const float *wp,
                                                                       float bias, float *yp,
                                                                       const ld_window_geom *g)
 {
+    padded_plane pp;
+    if (padded_layout(g, &pp) && padding_is_neutral(wp, bias, g->k_size)) {
+        padded_plane_run(xp, wp, bias, yp, g, &pp);
+        return;
+    }
     tap_masks masks[MAX_MASKS];
     int64_t k2 = g->k[2], s = g->s[2], blocks = (g->out[2] + LANES - 1) / LANES;
+    int64_t full_lo = blocks, full_hi = blocks; /* the run of FULL blocks, [full_lo, full_hi) */
     for (int64_t b = 0; b < blocks; b++) {
         int n = (int)(g->out[2] - b * LANES < LANES ? g->out[2] - b * LANES : LANES);
         for (int64_t kw = 0; kw < k2; kw++)
             masks[b * k2 + kw] = masks_for(b * LANES * s - g->pb[2] + kw * g->d[2], s, n,
                                            g->in[2]);
+        if (block_full(g, b, n)) {
+            if (full_lo == blocks)
+                full_lo = b;
+            full_hi = b + 1;
+        }
     }
+    for (int64_t b = full_lo; b < full_hi; b++) /* one run: the FULL blocks are contiguous */
+        if (!block_full(g, b, LANES))
+            full_lo = full_hi = blocks;
     const blocks_fn *by_count = blocks_table[s == 1 ? 0 : s == 2 ? 1 : 2];
+    const blocks_fn *full = s == 1 ? full_table[0] : full_table[1];
     for (int64_t od = 0; od < g->out[0]; od++)
         for (int64_t oh = 0; oh < g->out[1]; oh++) {
             float *yr = yp + (od * g->out[1] + oh) * g->out[2];
             int64_t id0 = od * g->s[0] - g->pb[0], ih0 = oh * g->s[1] - g->pb[1];
-            for (int64_t b0 = 0; b0 < blocks; b0 += MAX_BLOCKS) {
-                int64_t nb = blocks - b0 < MAX_BLOCKS ? blocks - b0 : MAX_BLOCKS;
+            for (int64_t b0 = 0; b0 < blocks;) {
+                if (b0 >= full_lo && b0 < full_hi) {
+                    int64_t nb = full_hi - b0 >= 8 ? 8 : full_hi - b0 >= 4 ? 4
+                                                     : full_hi - b0 >= 2 ? 2 : 1;
+                    full[nb == 8 ? 3 : nb == 4 ? 2 : nb - 1](xp, wp, bias, g, id0, ih0, b0,
+                                                             masks, yr);
+                    b0 += nb;
+                    continue;
+                }
+                int64_t end = b0 < full_lo ? full_lo : blocks; /* masked up to the next run */
+                int64_t nb = end - b0 < MAX_BLOCKS ? end - b0 : MAX_BLOCKS;
                 by_count[nb - 1](xp, wp, bias, g, id0, ih0, b0, masks, yr);
+                b0 += nb;
             }
         }
 }

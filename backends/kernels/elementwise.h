@@ -179,10 +179,13 @@ static inline uint64_t ld_ew_to_u64(double x) { return ld_ew_f64_to_u64(x); }
  * (a `const PT *`). */
 
 #define EW_PRAGMA_SIMD _Pragma("omp simd")
+/* The SIMD loops are also compiled for AVX2 and AVX-512 (picked at load
+ * time): the same IEEE operations per element, so the same bits. */
+#define EW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
 /* Unary map: out[i] = EXPR(x = in[i]). SIMD marks loops without calls. */
-#define EW_MAP_GEN(name, TI, TO, PT, PRAGMA, EXPR)                                    \
-    static void name(void *out_, const void *in_, int64_t n, const void *params_)    \
+#define EW_MAP_GEN(name, TI, TO, PT, PRAGMA, EXPR, ATTR)                              \
+    ATTR static void name(void *out_, const void *in_, int64_t n, const void *params_)    \
     {                                                                                 \
         const TI *in = in_;                                                           \
         TO *out = out_;                                                               \
@@ -194,13 +197,14 @@ static inline uint64_t ld_ew_to_u64(double x) { return ld_ew_f64_to_u64(x); }
             out[i] = (TO)(EXPR);                                                      \
         }                                                                             \
     }
-#define EW_MAP(name, TI, TO, PT, EXPR) EW_MAP_GEN(name, TI, TO, PT, EW_PRAGMA_SIMD, EXPR)
-#define EW_MAP_CALL(name, TI, TO, PT, EXPR) EW_MAP_GEN(name, TI, TO, PT, , EXPR)
+#define EW_MAP(name, TI, TO, PT, EXPR) \
+    EW_MAP_GEN(name, TI, TO, PT, EW_PRAGMA_SIMD, EXPR, EW_CLONES)
+#define EW_MAP_CALL(name, TI, TO, PT, EXPR) EW_MAP_GEN(name, TI, TO, PT, , EXPR, )
 
 /* Binary row: the four stride cases get their own loop so each is a plain
  * contiguous loop the compiler vectorises. */
-#define EW_ROW2_GEN(name, TA, TB, TO, PT, PRAGMA, EXPR)                              \
-    static void name(void *out_, const void *const *in_, const int64_t *st, int64_t n, \
+#define EW_ROW2_GEN(name, TA, TB, TO, PT, PRAGMA, EXPR, ATTR)                        \
+    ATTR static void name(void *out_, const void *const *in_, const int64_t *st, int64_t n, \
                      const void *params_)                                            \
     {                                                                                 \
         const TA *a_ = in_[0];                                                        \
@@ -238,7 +242,7 @@ static inline uint64_t ld_ew_to_u64(double x) { return ld_ew_f64_to_u64(x); }
         }                                                                             \
     }
 #define EW_ROW2(name, TA, TB, TO, PT, EXPR) \
-    EW_ROW2_GEN(name, TA, TB, TO, PT, EW_PRAGMA_SIMD, EXPR)
-#define EW_ROW2_CALL(name, TA, TB, TO, PT, EXPR) EW_ROW2_GEN(name, TA, TB, TO, PT, , EXPR)
+    EW_ROW2_GEN(name, TA, TB, TO, PT, EW_PRAGMA_SIMD, EXPR, EW_CLONES)
+#define EW_ROW2_CALL(name, TA, TB, TO, PT, EXPR) EW_ROW2_GEN(name, TA, TB, TO, PT, , EXPR, )
 
 #endif

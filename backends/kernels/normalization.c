@@ -40,10 +40,12 @@
         *mean = m;                                                                         \
         *var = n ? q / (double)n : 0.0;                                                    \
     }                                                                                      \
-    /* y = (x - mean) * a + b */                                                           \
-    static void affine_##SUF(const T *x, T *y, int64_t n, double mean, double a, double b) \
+    /* y = (x - mean) * a + b; y may be x (the executor runs BatchNormalization  \
+     * in place). The clones vectorise the same double operations: same bits. */          \
+    __attribute__((target_clones("avx512f", "avx2", "default"))) static void affine_##SUF( \
+        const T *x, T *y, int64_t n, double mean, double a, double b)                      \
     {                                                                                      \
-        for (int64_t i = 0; i < n; i++)                                                    \
+        _Pragma("omp simd") for (int64_t i = 0; i < n; i++)                                \
             y[i] = (T)(((double)x[i] - mean) * a + b);                                     \
     }                                                                                      \
     /* y = (x - mean) * inv * scale[i] + bias[i] */                                        \

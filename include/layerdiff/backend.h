@@ -12,9 +12,11 @@
  *
  *     const ld_backend_vtable *layerdiff_backend_plugin(void);
  *
- * returning a vtable whose abi_version is LD_BACKEND_ABI_VERSION. The plugin
- * may call the public layerdiff API (tensors, errors), which the layerdiff
- * binary exports. See tests/plugins/ for a complete example. */
+ * returning a vtable whose abi_version is LD_BACKEND_ABI_VERSION (plugins
+ * built for ABI 2, whose table ends after `profile`, still load; their
+ * stepwise slots read as NULL). The plugin may call the public layerdiff API
+ * (tensors, errors), which the layerdiff binary exports. See tests/plugins/
+ * for a complete example. */
 #ifndef LAYERDIFF_BACKEND_H
 #define LAYERDIFF_BACKEND_H
 
@@ -31,8 +33,11 @@ extern "C" {
 #endif
 
 /* Bumped whenever the vtable grows: the loader must not read slots past the
- * end of an older plugin's table. 2: profile. */
-#define LD_BACKEND_ABI_VERSION 2
+ * end of an older plugin's table. 2: profile. 3: stepwise execution (begin,
+ * step, value, finish_step, end, run_node_on). */
+#define LD_BACKEND_ABI_VERSION 3
+/* The oldest ABI the plugin loader still accepts. */
+#define LD_BACKEND_ABI_MIN_VERSION 2
 #define LD_BACKEND_PLUGIN_SYMBOL "layerdiff_backend_plugin"
 
 /* One produced tensor, as the observer sees it. Everything is borrowed and
@@ -93,14 +98,52 @@ typedef struct ld_backend_vtable {
     ld_precision (*node_precision)(void *state, int node_index);
     /* Per-node time and work of the last run. */
     ld_status (*profile)(void *state, ld_backend_profile *out, ld_error *err);
+
+    /* ABI 3, optional: stepwise execution, so that `layerdiff run` can run a
+     * test backend in lockstep with the reference and compare each tensor the
+     * moment both exist. A backend offers all six or none (the caller checks
+     * all six); without them `run` falls back to comparing against a
+     * temporary dump of the reference, without isolated error.
+     *
+     * begin: like run's start: takes the inputs (borrowed until end) and
+     * reports the graph inputs to the observer. step: runs node i (strictly
+     * the next node in topological order) and reports its outputs. After
+     * step(i), node i's outputs and inputs stay readable through value()
+     * until finish_step(i) frees what died at node i; the next step comes
+     * after finish_step. end: frees everything; also after a failed step. */
+    ld_status (*begin)(void *state, const ld_tensor *const *inputs, ld_tensor_observer observer,
+                       void *user, ld_error *err);
+    ld_status (*step)(void *state, int node_index, ld_tensor_observer observer, void *user,
+                      ld_error *err);
+    /* The live tensor of graph value v as the backend holds it (possibly a
+     * wider type than observers see, with the same values), or NULL. */
+    const ld_tensor *(*value)(void *state, int value_index);
+    void (*finish_step)(void *state, int node_index);
+    void (*end)(void *state);
+    /* Isolated execution: computes node i on the caller's input tensors
+     * (one per node input, borrowed; NULL = the backend's own tensor, as for
+     * initializers and omitted inputs), reports the outputs to the observer,
+     * then frees them. The backend's own run state is unchanged. Called
+     * between step(i - 1)'s finish_step and step(i) or after step(i) (the
+     * backend's own inputs of node i are then live): a backend that stores
+     * values in a narrower type first converts the caller's inputs to the
+     * type it holds for them, exactly as its own producer would have. */
+    ld_status (*run_node_on)(void *state, int node_index, const ld_tensor *const *inputs,
+                             ld_tensor_observer observer, void *user, ld_error *err);
 } ld_backend_vtable;
+
+/* True when vt offers every stepwise slot (ABI 3). */
+bool ld_backend_is_stepwise(const ld_backend_vtable *vt);
 
 /* Built-in backend by name, or NULL. */
 const ld_backend_vtable *ld_backend_find(const char *name);
 /* All built-in backends; *n receives the count. Borrowed. */
 const ld_backend_vtable *const *ld_backend_list(int *n);
-/* dlopens path and returns its vtable (checked: symbol present, ABI version,
- * mandatory slots set). The library stays loaded for the process lifetime. */
+/* dlopens path and returns its vtable (checked: symbol present, ABI version
+ * between LD_BACKEND_ABI_MIN_VERSION and LD_BACKEND_ABI_VERSION, mandatory
+ * slots set). An older plugin's table is copied into a full-size one with
+ * the slots it lacks set to NULL (abi_version kept). The library and the
+ * table stay for the process lifetime. */
 ld_status ld_backend_load_plugin(const char *path, const ld_backend_vtable **out,
                                  ld_error *err);
 

@@ -201,20 +201,36 @@ typedef struct ld_compare_record {
     int n_inputs;               /* indices of input records (earlier in the session), -1 for
                                    inputs that were not compared (initializers, omitted) */
     int *inputs;
+    char **input_names;         /* the item's input names, n_inputs of them ("" = omitted) */
     ld_tolerance tol;
     ld_tensor_metrics metrics;  /* accumulated: test run vs reference */
     bool has_isolated;
     ld_tensor_metrics isolated; /* isolated: test layer on reference inputs vs reference */
     /* filled by ld_compare_session_finish: */
-    bool origin;                /* fails while all its float inputs pass */
-    double rate_of_change;      /* CRADLE R = (δ - δ_in) / (δ_in + 1e-7), δ = mean abs error */
+    bool origin;                /* fails while all its compared inputs pass: its float
+                                   inputs (the issue's rule) and also its integer ones (a
+                                   failing index/shape input means the error is inherited) */
+    double rate_of_change;      /* CRADLE R = (δ - δ_in) / (δ_in + 1e-7), δ = mean abs error,
+                                   δ_in the largest δ of its compared float inputs (0 if none);
+                                   special values: docs/report-schema.md, "Divergence" */
     bool culprit;               /* isolated error far above normal rounding, or overflowed */
+    /* Max abs error in ulps of `precision` at the tensor's scale, its largest finite
+       |reference| (ulp at 0 when it has none): unlike ulp.max, which is per element and
+       explodes where cancellation makes r tiny, this measures the error against the
+       layer's dynamic range. NaN for non-float or empty tensors. Filled by finish. */
+    double scaled_ulp;          /* accumulated */
+    double isolated_scaled_ulp; /* isolated (NaN without isolated metrics) */
+    /* Clip outputs: elements on the other side of a bound than in the reference (exactly
+       one of r, t sits at a bound; bounds read off the tensors, compare/clip_crossing.h),
+       accumulated run. -1 for tensors of other ops. Filled by add. */
+    int64_t clip_crossings;
 } ld_compare_record;
 
 typedef struct ld_compare_options {
     ld_tolerance_spec tol;      /* borrowed by the session */
-    /* A layer is a culprit when its isolated max ulp error exceeds this (default 8 when 0)
-       or its isolated output overflowed (would_overflow or nonfinite_test_only > 0). */
+    /* A layer is a culprit when its isolated error in ulps at its scale
+       (ld_compare_record.isolated_scaled_ulp) exceeds this (default 8 when 0) or its
+       isolated output overflowed (would_overflow or nonfinite_test_only > 0). */
     double culprit_ulp;
 } ld_compare_options;
 
@@ -224,11 +240,13 @@ typedef struct ld_compare_summary {
     int first_divergent;        /* record index, -1 when none */
     int n_origins;              /* origin record indices, ranked by rate_of_change desc */
     const int *origins;
-    int n_culprits;             /* culprit record indices, ranked by isolated max ulp desc */
+    int n_culprits;             /* culprit record indices, ranked by isolated_scaled_ulp desc */
     const int *culprits;
     int64_t overflows, nans_created, underflows; /* sums of the test engine's counters */
     int64_t would_overflow;     /* sum over records */
     bool has_isolated;          /* any record has isolated metrics */
+    int64_t clip_crossings;     /* sum of the records' clip_crossings; -1 when no record is a
+                                   Clip output */
 } ld_compare_summary;
 
 typedef struct ld_compare_session ld_compare_session;
@@ -239,7 +257,14 @@ ld_status ld_compare_session_create(ld_compare_session **out, const ld_compare_o
                                     ld_error *err);
 void ld_compare_session_destroy(ld_compare_session *s);
 /* Judges one pair (metrics computed now; tensors not kept). Items must come
- * in topological order (graph inputs first); a duplicate name is an error. */
+ * in topological order (graph inputs first); a duplicate name is an error.
+ * Order means (topo_index, output_index) increasing, graph inputs
+ * (topo_index -1) before every layer output; finish also refuses an item
+ * that named as input a tensor added after it. Add graph inputs as items
+ * (a live run passes the same tensor as ref and test): they take part in
+ * pass/fail like any tensor and let origin analysis see a differing input
+ * (two dumps made from different inputs). Inputs never added (initializers,
+ * layers not compared) are -1 in the record and do not count as inputs. */
 ld_status ld_compare_session_add(ld_compare_session *s, const ld_compare_item *item,
                                  ld_error *err);
 /* Divergence analysis over all records; call once, after the last add. */
@@ -249,6 +274,8 @@ int ld_compare_session_count(const ld_compare_session *s);
 const ld_compare_record *ld_compare_session_record(const ld_compare_session *s, int i);
 /* Borrowed; valid after finish. */
 const ld_compare_summary *ld_compare_session_summary(const ld_compare_session *s);
+/* The options the session judges with (its copy; tol as given). Borrowed. */
+const ld_compare_options *ld_compare_session_options(const ld_compare_session *s);
 
 #ifdef __cplusplus
 }

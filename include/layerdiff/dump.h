@@ -95,6 +95,18 @@ ld_status ld_dump_writer_begin_run(ld_dump_writer *w, const ld_dump_run_info *ru
 ld_status ld_dump_writer_add_tensor(ld_dump_writer *w, const ld_tensor *t,
                                     const ld_dump_tensor_meta *meta, ld_error *err);
 ld_status ld_dump_writer_end_run(ld_dump_writer *w, ld_error *err);
+
+/* Runs written interleaved (layerdiff run writes the reference, the test
+ * and the isolated run of each layer as it is computed): open_run starts a
+ * run group and gives a handle; tensors go to any open run in any order;
+ * close_run ends one (commit closes those still open). begin_run /
+ * add_tensor / end_run above are open_run / add_tensor_to / close_run on one
+ * "current" run and can be mixed with these. */
+ld_status ld_dump_writer_open_run(ld_dump_writer *w, const ld_dump_run_info *run, int *handle,
+                                  ld_error *err);
+ld_status ld_dump_writer_add_tensor_to(ld_dump_writer *w, int handle, const ld_tensor *t,
+                                       const ld_dump_tensor_meta *meta, ld_error *err);
+ld_status ld_dump_writer_close_run(ld_dump_writer *w, int handle, ld_error *err);
 /* Closes and renames the temporary file to its final path. Frees w whatever
  * the outcome; on failure the temporary file is removed. */
 ld_status ld_dump_writer_commit(ld_dump_writer *w, ld_error *err);

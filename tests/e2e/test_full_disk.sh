@@ -21,7 +21,7 @@ if [ $mounted -eq 0 ]; then
   skip_case "$why"
 else
   # 57 float32 tensors of 8x16x64 and more: about 2.5 MiB.
-  run "$LAYERDIFF" run "$FX/transformer.onnx" --input-shapes batch:8 --dump "$DISK/d.h5"
+  run "$LAYERDIFF" run --backends reference "$FX/transformer.onnx" --input-shapes batch:8 --dump "$DISK/d.h5"
   expect_exit 2
   expect_stderr_contains "dump '$DISK/d.h5'"
   expect_stderr_contains "No space left on device"
@@ -33,7 +33,7 @@ case_begin "the disk is usable again: a small dump fits"
 if [ $mounted -eq 0 ]; then
   skip_case "$why"
 else
-  run "$LAYERDIFF" run "$FX/transformer.onnx" --input-shapes batch:1 --layers outputs --dump "$DISK/small.h5"
+  run "$LAYERDIFF" run --backends reference "$FX/transformer.onnx" --input-shapes batch:1 --layers outputs --dump "$DISK/small.h5"
   expect_exit 0
   expect_file_exists "$DISK/small.h5"
   expect_true "the dump reads back" "$LAYERDIFF" inspect "$DISK/small.h5"
@@ -46,7 +46,7 @@ if [ $mounted -eq 0 ]; then
 else
   # 900 KiB taken: the inputs fit, the first layers do not.
   head -c 921600 /dev/zero >"$DISK/filler"
-  run "$LAYERDIFF" run "$FX/cnn.onnx" --dump "$DISK/c.h5"
+  run "$LAYERDIFF" run --backends reference "$FX/cnn.onnx" --dump "$DISK/c.h5"
   expect_exit 2
   expect_stderr_contains "No space left on device"
   expect_stderr_one_line

@@ -17,7 +17,7 @@ cd "$WORK" || exit 1
 CNN_FLOPS=$((2 * (8 * 32 * 32 * 27 + 16 * 14 * 14 * 72 + 10 * 784)))
 
 case_begin "run --profile prints the op table, conv/gemm work and peak RSS"
-run "$LAYERDIFF" run "$FX/cnn.onnx" --profile
+run "$LAYERDIFF" run --backends reference "$FX/cnn.onnx" --profile
 expect_exit 0
 expect_stdout_contains "profile  reference: "
 expect_stdout_contains "op type"
@@ -27,7 +27,7 @@ expect_stdout_contains "  $(awk -v f="$CNN_FLOPS" 'BEGIN { printf "%.1f", f / 1e
 expect_stdout_contains "peak RSS "
 
 case_begin "run --profile-json writes every node's time and work"
-run "$LAYERDIFF" run "$FX/cnn.onnx" --profile-json prof.json --threads 1
+run "$LAYERDIFF" run --backends reference "$FX/cnn.onnx" --profile-json prof.json --threads 1
 expect_exit 0
 expect_file_exists prof.json
 expect_stdout_not_contains "op type" # JSON only: no table
@@ -78,7 +78,7 @@ assert p["node_seconds"] <= b["run_seconds"]
 PYEOF
 
 case_begin "--warmup: the real run is still dumped and reported once"
-run "$LAYERDIFF" run "$FX/cnn.onnx" --warmup 2 --dump w.h5 --profile-json w.json
+run "$LAYERDIFF" run --backends reference "$FX/cnn.onnx" --warmup 2 --dump w.h5 --profile-json w.json
 expect_exit 0
 expect_stdout_contains "reference  8 layer outputs"
 expect_stdout_contains "(dump "
@@ -91,18 +91,18 @@ assert len(f["runs/reference"]) == 8, len(f["runs/reference"])
 b = json.load(open("w.json"))["backends"][0]
 assert b["dump_seconds"] > 0
 PYEOF
-run "$LAYERDIFF" run "$FX/cnn.onnx" --dump c.h5
+run "$LAYERDIFF" run --backends reference "$FX/cnn.onnx" --dump c.h5
 expect_true "a warmed-up run dumps the same tensors" \
   "$PY" -c "import h5py, numpy as np; a = h5py.File('w.h5')['runs/reference']; b = h5py.File('c.h5')['runs/reference']; assert all(np.array_equal(a[k][()], b[k][()]) for k in a)"
 
 case_begin "--warmup out of range is a usage error"
-run "$LAYERDIFF" run "$FX/cnn.onnx" --warmup -1
+run "$LAYERDIFF" run --backends reference "$FX/cnn.onnx" --warmup -1
 expect_exit 2
 expect_stderr_contains "--warmup must be between 0 and 1000, got -1"
 expect_stderr_one_line
 
 case_begin "--profile-json into a missing folder fails after the run, naming the file"
-run "$LAYERDIFF" run "$FX/cnn.onnx" --profile-json "$WORK/no/such/dir/p.json"
+run "$LAYERDIFF" run --backends reference "$FX/cnn.onnx" --profile-json "$WORK/no/such/dir/p.json"
 expect_exit 2
 expect_stderr_contains "$WORK/no/such/dir/p.json: cannot create"
 expect_stderr_one_line
@@ -134,19 +134,19 @@ fi
 # --- OpenMP wait policy ------------------------------------------------------------------
 # OMP_DISPLAY_ENV=verbose makes libgomp print its settings when it loads.
 case_begin "layerdiff run uses libgomp with GOMP_SPINCOUNT=1000 unless told otherwise"
-run env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY OMP_DISPLAY_ENV=verbose "$LAYERDIFF" run \
+run env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY OMP_DISPLAY_ENV=verbose "$LAYERDIFF" run --backends reference \
   "$FX/cnn.onnx"
 expect_exit 0
 expect_stdout_contains "reference  8 layer outputs"
 expect_stderr_contains "GOMP_SPINCOUNT = '1000'"
 
 case_begin "a policy the user set is kept (OMP_WAIT_POLICY or GOMP_SPINCOUNT)"
-run env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=verbose "$LAYERDIFF" run \
+run env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=verbose "$LAYERDIFF" run --backends reference \
   "$FX/cnn.onnx"
 expect_exit 0
 expect_stderr_contains "OMP_WAIT_POLICY = 'ACTIVE'"
 expect_stderr_contains "GOMP_SPINCOUNT = '30000000000'"
-run env GOMP_SPINCOUNT=123 OMP_DISPLAY_ENV=verbose "$LAYERDIFF" run "$FX/cnn.onnx"
+run env GOMP_SPINCOUNT=123 OMP_DISPLAY_ENV=verbose "$LAYERDIFF" run --backends reference "$FX/cnn.onnx"
 expect_stderr_contains "GOMP_SPINCOUNT = '123'"
 
 case_begin "--version runs no kernels and starts only once"

@@ -74,7 +74,7 @@ PYEOF
 
 case_begin "det: generated input 1x3x640x640"
 if have "$DET"; then
-  run "$L" run "$DET" --input-shapes x:1x3x640x640
+  run "$L" run --backends reference "$DET" --input-shapes x:1x3x640x640
   expect_exit 0
   expect_stdout_contains "reference  672 layer outputs"
   expect_stdout_contains "sigmoid_0.tmp_0  float32  1x1x640x640  min"
@@ -83,7 +83,7 @@ fi
 # A full dump at 640x640 is 700 MB; 160x160 keeps it near 45 MB.
 case_begin "det: every layer dumped at 1x3x160x160"
 if have "$DET"; then
-  run "$L" run "$DET" --input-shapes x:1x3x160x160 --dump det.h5
+  run "$L" run --backends reference "$DET" --input-shapes x:1x3x160x160 --dump det.h5
   expect_exit 0
   expect_true "672 tensors, output a probability map" py_check det.h5 "
 assert len(r) == 672, len(r)
@@ -96,7 +96,7 @@ fi
 
 case_begin "det: the dynamic input needs --input-shapes"
 if have "$DET"; then
-  run "$L" run "$DET"
+  run "$L" run --backends reference "$DET"
   expect_exit 2
   expect_stderr_contains "input 'x': dim 0 is symbolic ('p2o.DynamicDimension.0') and has no value; pass --input-shapes"
   expect_stderr_one_line
@@ -104,7 +104,7 @@ fi
 
 case_begin "det: finds drawn text and nothing else"
 if have "$DET"; then
-  run "$L" run "$DET" --load-inputs det_text.npy --layers outputs --dump det_text.h5
+  run "$L" run --backends reference "$DET" --load-inputs det_text.npy --layers outputs --dump det_text.h5
   expect_exit 0
   expect_true "text region lit, rest dark" py_check det_text.h5 "
 p = r['sigmoid_0.tmp_0'][()][0, 0]
@@ -118,7 +118,7 @@ fi
 
 case_begin "cls: generated input 1x3x48x192, full dump"
 if have "$CLS"; then
-  run "$L" run "$CLS" --input-shapes x:1x3x48x192 --dump cls.h5
+  run "$L" run --backends reference "$CLS" --input-shapes x:1x3x48x192 --dump cls.h5
   expect_exit 0
   expect_stdout_contains "reference  471 layer outputs"
   expect_stdout_contains "softmax_0.tmp_0  float32  1x2"
@@ -132,14 +132,14 @@ fi
 for word in HELLO WORLD; do
   case_begin "cls: tells upright '$word' from '$word' turned by 180 degrees"
   if have "$CLS"; then
-    run "$L" run "$CLS" --load-inputs "cls_up_$word.npy" --layers outputs --dump up.h5
+    run "$L" run --backends reference "$CLS" --load-inputs "cls_up_$word.npy" --layers outputs --dump up.h5
     expect_exit 0
     expect_true "upright: class 0" py_check up.h5 "
 o = r['softmax_0.tmp_0'][()][0]
 print('upright', o)
 assert o[0] > 0.9, o
 "
-    run "$L" run "$CLS" --load-inputs "cls_down_$word.npy" --layers outputs --dump down.h5
+    run "$L" run --backends reference "$CLS" --load-inputs "cls_down_$word.npy" --layers outputs --dump down.h5
     expect_exit 0
     expect_true "turned: class 1" py_check down.h5 "
 o = r['softmax_0.tmp_0'][()][0]

@@ -145,6 +145,24 @@ def dump_seeds(out, layerdiff):
     return n + 1 + copy_files(paths, out, MAX_MODEL)
 
 
+def report_json_seeds(out, layerdiff):
+    """JSON reports written by `layerdiff run` comparing the reference with the
+    emulated fp16 engine on the small fixtures (reports up to MAX_MODEL bytes)."""
+    n = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ["cnn", "overflow", "accumulate", "deep"]:
+            model = os.path.join(ROOT, "fixtures", name + ".onnx")
+            for extra in [[], ["--layers", "outputs"], ["--bf16", "--atol", "1e-2"]]:
+                report = os.path.join(tmp, "r.json")
+                backends = ["--backends", "reference,emulated"] + ([] if "--bf16" in extra else ["--fp16"])
+                subprocess.run([layerdiff, "run", model, *backends, *extra, "--report-json", report],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # exit 1: mismatch
+                if os.path.isfile(report) and os.path.getsize(report) <= MAX_MODEL:
+                    shutil.copyfile(report, os.path.join(out, "%s_%d.json" % (name, n)))
+                    n += 1
+    return n
+
+
 def options_seeds(out):
     """First byte: 0 --input-shapes, 1 --val-range, 2 --load-inputs, 3 layer rules (see fuzz_options.c)."""
     seeds = [
@@ -173,6 +191,7 @@ def main():
         "npy": npy_seeds,
         "dump": lambda out: dump_seeds(out, layerdiff),
         "options": options_seeds,
+        "report_json": lambda out: report_json_seeds(out, layerdiff),
     }
     targets = sys.argv[3:] or list(makers)
     for target in targets:

@@ -16,8 +16,10 @@
  *  - return the observer's error unchanged and stop;
  *  - fail with one clear line naming the node when it cannot do something.
  *
- * The variants bad_abi.c, missing_run.c and builtin_name.c include this
- * file with a macro set, to test the loader's checks.
+ * The variants bad_abi.c, missing_run.c, builtin_name.c and abi2.c include
+ * this file with a macro set, to test the loader's checks. It offers none of
+ * the optional stepwise slots (ABI 3), so `layerdiff run` compares it with
+ * the reference through a temporary dump.
  *
  * Testing aid: PASSTHROUGH_RAISE_AT=N raises SIGINT (SIGTERM when
  * PASSTHROUGH_SIGNAL=TERM) in the process right before node N's output is
@@ -183,6 +185,28 @@ static void pt_destroy(void *state)
     free(p);
 }
 
+#ifdef PLUGIN_V2_TABLE
+/* The table exactly as a plugin built against ABI 2 lays it out: it ends
+ * after `profile`, so a loader reading further would read past it. */
+static const struct {
+    int abi_version;
+    const char *name, *description;
+    ld_status (*create)(void **, const ld_backend_config *, ld_error *);
+    ld_status (*prepare)(void *, const ld_graph *, const ld_shape *, ld_error *);
+    ld_status (*run)(void *, const ld_tensor *const *, ld_tensor_observer, void *, ld_error *);
+    void (*destroy)(void *);
+    ld_precision (*node_precision)(void *, int);
+    ld_status (*profile)(void *, ld_backend_profile *, ld_error *);
+} vtable_v2 = {2, PLUGIN_NAME, "test plugin: the passthrough backend built for ABI 2",
+               pt_create, pt_prepare, pt_run, pt_destroy, NULL, NULL};
+
+const ld_backend_vtable *layerdiff_backend_plugin(void);
+
+const ld_backend_vtable *layerdiff_backend_plugin(void)
+{
+    return (const ld_backend_vtable *)(const void *)&vtable_v2;
+}
+#else
 static const ld_backend_vtable vtable = {
     .abi_version = PLUGIN_ABI_VERSION,
     .name = PLUGIN_NAME,
@@ -203,3 +227,4 @@ const ld_backend_vtable *layerdiff_backend_plugin(void)
 {
     return &vtable;
 }
+#endif

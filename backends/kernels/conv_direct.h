@@ -1,0 +1,60 @@
+/* layerdiff — float32 direct convolution with AVX-512 (private to
+ * backends/kernels/; used by conv.c for one group's product when the CPU
+ * has AVX-512F; the im2col + BLAS path stays for other CPUs, float64,
+ * accumulate-half layers and geometries outside ld_conv_direct_fits).
+ *
+ * What it computes, per output element: the sum over input channels c and
+ * kernel taps (kd, kh, kw), in that order, of x * w as a chain of fused
+ * multiply-adds in float32 starting from +0, then plus the bias when there
+ * is one. Taps in the padding multiply a zero (as im2col's zero columns do:
+ * 0 * inf is NaN). One output's sum never depends on the thread count or on
+ * which tile it falls in, so results are bitwise the same for any --threads.
+ * Tested against a double-precision reference (tests/test_conv_fast.c). */
+#ifndef LAYERDIFF_BACKENDS_KERNELS_CONV_DIRECT_H
+#define LAYERDIFF_BACKENDS_KERNELS_CONV_DIRECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/kernels/conv_common.h"
+
+/* Whether this CPU (and OS) runs the kernel (AVX-512F). */
+bool ld_conv_direct_available(void);
+
+/* Whether a group with C input and M output channels of geometry g is within
+ * the kernel's limits: innermost stride 1 or 2, innermost kernel width <= 16,
+ * C and M >= 1. */
+bool ld_conv_direct_fits(const ld_window_geom *g, int64_t C, int64_t M);
+
+/* Floats of scratch ld_conv_direct_f32 needs on up to `threads` threads: the
+ * packed weights, and the input repacked with its padding (about C x padded
+ * plane) or, for a pointwise convolution, one small tile buffer per thread. */
+size_t ld_conv_direct_scratch_floats(const ld_window_geom *g, int64_t C, int64_t M,
+                                     int threads);
+
+/* One group of one image: y [M][g->out_size] = conv(x [C][g->in_size],
+ * w [M][C][g->k_size]) + bias[M] (bias NULL: none). scratch: 64-byte
+ * aligned, ld_conv_direct_scratch_floats floats (contents unspecified).
+ * Splits the work over up to `threads` OpenMP threads when it is large
+ * enough. Only call it when ld_conv_direct_available() and
+ * ld_conv_direct_fits(). */
+void ld_conv_direct_f32(const float *x, const float *w, const float *bias, float *y, int64_t C,
+                        int64_t M, const ld_window_geom *g, float *scratch, int threads);
+
+/* The pointwise kernel as a product, for ConvTranspose's columns:
+ * C [M][N] (rows ldc apart) = op(A) B, B [K][N] (rows ldb apart), op(A) =
+ * A [M][K] (rows lda apart) or, with a_trans, the transpose of A [K][M]
+ * (rows lda apart). Each element is the FMA chain over k from +0 (as the
+ * convolution without bias). scratch: ld_gemm_direct_scratch_floats floats.
+ * Only when ld_conv_direct_available(). */
+size_t ld_gemm_direct_scratch_floats(int64_t M, int64_t K, int threads);
+void ld_gemm_direct_f32(bool a_trans, int64_t M, int64_t N, int64_t K, const float *A,
+                        int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+                        float *scratch, int threads);
+
+/* y[2i] = bias + a[i], y[2i + 1] = bias + b[i] for i < n (ConvTranspose's
+ * stride-2 col2im). Only when ld_conv_direct_available(). */
+void ld_interleave2_add_f32(const float *a, const float *b, float bias, float *y, int64_t n);
+
+#endif

@@ -1,0 +1,199 @@
+/* layerdiff — private to compare/metrics*.c and compare/quantile.c.
+ *
+ * ld_compare_tensors (metrics.c) walks a tensor pair in blocks of
+ * CMP_BLOCK elements. Each block is evaluated either by the portable
+ * kernel (any dtypes, any values, in double) or, for blocks of finite
+ * values held as float32 (float16/bfloat16 widened first), by the AVX-512
+ * kernel (metrics_fast.c); both leave the block's abs/rel/ulp errors in
+ * small buffers and add everything else into a cmp_acc. The order
+ * statistics come from quantile.c: intervals around each wanted rank,
+ * guessed from a sample and fed every block's errors (docs/metrics.md,
+ * "How the order statistics are computed"). */
+#ifndef LAYERDIFF_COMPARE_METRICS_INTERNAL_H
+#define LAYERDIFF_COMPARE_METRICS_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "layerdiff/compare.h"
+
+#define CMP_BLOCK 4096
+
+enum { CMP_ABS = 0, CMP_REL, CMP_ULP, CMP_MEASURES };
+
+/* What a kernel needs to judge elements (set once per tensor pair). */
+typedef struct cmp_params {
+    double atol, rtol;
+    ld_tol_mode mode;
+    bool nan_is_error;
+    bool want_ulp;             /* float tensors: ulp errors are computed */
+    int ulp_digits;            /* precision's significand bits (incl. the implicit one) */
+    int ulp_emin;              /* exponent of its smallest normal */
+    double prec_min_normal;    /* for rel_tiny_ref */
+    double prec_max;           /* for would_overflow (+inf when not counted) */
+    double ref_min_normal;     /* subnormal counting, by each side's own dtype */
+    double test_min_normal;
+    double ref_shift;          /* side stats accumulate x - shift (a value of that side), */
+    double test_shift;         /* so the variance does not cancel catastrophically */
+    bool kernel_shifted;       /* the AVX-512 kernel subtracts the shifts (else it sums x
+                                  itself: the shifts are small against the spread) */
+} cmp_params;
+
+typedef struct cmp_side_acc {
+    int64_t nan, pos_inf, neg_inf, subnormal, zero, finite;
+    double s1, s2;             /* sums of (x - shift) and its square over finite values */
+    double min, max;
+} cmp_side_acc;
+
+typedef struct cmp_acc {
+    cmp_side_acc ref, test;
+    double sum[CMP_MEASURES];
+    double max[CMP_MEASURES];
+    int64_t max_index[CMP_MEASURES];
+    int64_t zero_err[CMP_MEASURES]; /* elements whose error is exactly 0 */
+    int64_t inf_err[CMP_MEASURES];  /* ... is +inf */
+    double srt, srr, stt, sdd;      /* Σrt, Σr², Σt², Σ(t-r)² over finite pairs */
+    int64_t nonfinite_test_only, special_mismatch, would_overflow, underflow_zero;
+    int64_t rel_tiny_ref, n_fail, first_fail, test_nan;
+} cmp_acc;
+
+void cmp_acc_init(cmp_acc *acc);
+void cmp_side_init(cmp_side_acc *side);
+
+/* The ulp scale 1/ulp_p(r) as a power of two, for finite r (exact). */
+double cmp_ulp_scale(const cmp_params *p, double r);
+
+/* Portable kernel: m elements as doubles, index of the first = base.
+ * differs: NULL for float pairs; for integer pairs, which elements are not
+ * exactly equal (that, not the tolerance, is their verdict). ulp_out is
+ * not written unless p->want_ulp. */
+void cmp_block_double(const cmp_params *p, const double *r, const double *t,
+                      const uint8_t *differs, int m, int64_t base, cmp_acc *acc,
+                      double *abs_out, double *rel_out, double *ulp_out);
+
+/* ---- order statistics (quantile.c) ---- */
+
+#define QSEL_MAX_RANKS 5
+
+/* The key of an error x >= 0: the high 32 bits of its bit pattern, which
+ * order like the values (x truncated to 20 fraction bits): key(a) < key(b)
+ * implies a < b, and one permute makes the keys of 16 errors. */
+static inline uint32_t qsel_key(double x)
+{
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    return (uint32_t)(bits >> 32);
+}
+
+/* The order statistics of one error measure over a stream of blocks. From
+ * a sample, every wanted rank gets an interval of keys [lo, hi] that should
+ * hold it; overlapping intervals are merged, so they are disjoint and
+ * ascending. The stream counts, per interval, the keys >= lo and keeps the
+ * exact errors whose key falls in any interval, counting how many in each;
+ * the rank is then exact by selection among those. Zeros and +inf are
+ * counted by the kernels (lo > 0, hi below the key of +inf). */
+typedef struct qsel {
+    int n_ranks;
+    int64_t rank[QSEL_MAX_RANKS];
+    int n_iv;
+    uint32_t lo[QSEL_MAX_RANKS], hi[QSEL_MAX_RANKS]; /* lo[i] <= hi[i] < lo[i + 1] */
+    /* Narrow keys (abs and rel in the AVX-512 kernel, which compares the two
+       side by side as 16-bit numbers): key = (clamp(wide key, base, top) -
+       base) >> shift, a monotone map onto 0..65535 that leaves 0 and 65535
+       (everything below and above) outside every interval. */
+    bool narrow;
+    uint32_t base, top;
+    int shift;
+    int64_t ge[QSEL_MAX_RANKS];                   /* keys >= lo[i] seen */
+    int64_t seen;
+    int64_t in_iv[QSEL_MAX_RANKS];                /* errors kept in interval i */
+    double *cand;              /* the kept errors (scratch): n of room for cap + 16 */
+    int64_t n, cap;
+    bool overflow;             /* more than cap: answer by recomputation */
+} qsel;
+
+/* The key of x as q compares it (narrow or not). */
+static inline uint32_t qsel_key_of(const qsel *q, double x)
+{
+    uint32_t k = qsel_key(x);
+    if (!q->narrow)
+        return k;
+    k = k < q->base ? q->base : k > q->top ? q->top : k;
+    return (k - q->base) >> q->shift;
+}
+
+
+/* After a block of m elements the AVX-512 kernel fed: ge[i] keys were >=
+ * lo[i] (the elements inside went to a cmp_pairs, see cmp_fast_expand). */
+void qsel_block_done(qsel *q, int64_t m, const int64_t *ge);
+
+/* The (r, t) pairs of the elements whose error in some measure fell inside
+ * one of its intervals, kept by the AVX-512 kernel (scratch buffers). */
+typedef struct cmp_pairs {
+    float *r, *t;              /* cap + 16 each */
+    int64_t n, cap;
+    float *sink_r, *sink_t;    /* CMP_BLOCK + 16 each: a block that does not fit */
+    bool overflow;             /* more than cap: every measure recomputes */
+} cmp_pairs;
+
+/* Where the pairs of the next block of m go (sink once they might not fit). */
+void cmp_pairs_reserve_block(cmp_pairs *pairs, int64_t m, float **r, float **t);
+void cmp_pairs_block_done(cmp_pairs *pairs, int64_t kept);
+
+/* The AVX-512 kernel (metrics_fast.c) for blocks held as float32. */
+bool cmp_fast_available(void);
+/* Tests: force the portable kernels (also LAYERDIFF_NO_SIMD=1 in the environment). */
+void cmp_force_portable(bool on);
+/* Tests: how many comparisons with this scratch recomputed their errors
+ * because an interval missed. */
+int64_t cmp_scratch_recomputed(const ld_compare_scratch *s);
+/* Whether the AVX-512 kernel can judge with these parameters (the CPU has
+ * it, float tensors, tolerances >= 0). */
+bool cmp_fast_usable(const cmp_params *p);
+/* Judges the block like cmp_block_double and returns true, unless a value
+ * is NaN or infinite: then it returns false having changed nothing in acc,
+ * q or pairs (but maybe written to out), and the caller runs the portable
+ * kernel. Either out (where to store the block's errors, all three
+ * measures) or q (the CMP_MEASURES interval sets to feed them to; then the
+ * kept elements go to pairs as (r, t): the errors are compared straight
+ * from registers, never stored). */
+bool cmp_block_float_fast(const cmp_params *p, const float *r, const float *t, int m,
+                          int64_t base, cmp_acc *acc, double *const out[CMP_MEASURES],
+                          qsel *q, cmp_pairs *pairs);
+/* After the last block: each measure's errors of the kept pairs, the ones
+ * inside its intervals added to q[k] (cand, in_iv). */
+void cmp_fast_expand(const cmp_params *p, const cmp_pairs *pairs, qsel *q);
+
+/* Interval half-width in standard deviations of the sample rank (4).
+ * Tests set it negative to force every interval to miss. */
+extern double qsel_bracket_sigmas;
+
+/* Plans q for `ranks` from the errors of s sampled elements of n (sample
+ * is reordered; tmp NULL or room for s + 16 doubles), with narrow keys if
+ * asked. Sets everything but cand. */
+void qsel_plan(qsel *q, double *sample, int64_t s, int64_t n, const int64_t *ranks, int k,
+               double *tmp, bool narrow);
+/* Counts and keeps one block of errors (all >= 0, +inf allowed). */
+void qsel_feed(qsel *q, const double *x, int64_t m);
+/* out[i] for q->rank[i] once every block was fed, given the measure's zero
+ * and +inf counts over n elements. False when some rank fell outside the
+ * kept errors (or they overflowed): the caller recomputes exactly. tmp:
+ * NULL or room for q->cap + 16 doubles (the faster selection). */
+bool qsel_answer(qsel *q, int64_t n, int64_t zeros, int64_t infs, double *tmp, double *out);
+
+/* Exact order statistics of v[0..m) (non-negative doubles or +inf) at the
+ * given ranks (ascending, duplicates allowed), out[i] for ranks[i].
+ * Reorders v. MSD radix partition on the bit patterns: O(m) per digit. */
+void qsel_select(double *v, int64_t m, const int64_t *ranks, int k, double *out);
+
+/* The same, faster for large arrays when tmp (room for m + 16 doubles, NULL
+ * for none) and AVX-512 are there: Floyd and Rivest's selection with
+ * vector passes (at most QSEL_MAX_RANKS ranks at a time). v and tmp are
+ * overwritten. */
+void qsel_select_fast(double *v, int64_t m, const int64_t *ranks, int k, double *tmp, double *out);
+
+/* Nearest rank: element ceil(q n) - 1 of the sorted values, clamped. */
+int64_t qsel_rank(double q, int64_t n);
+
+#endif

@@ -1,0 +1,351 @@
+/* layerdiff — helpers shared by the renderers (report/render.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "report/render.h"
+
+#define REPLACEMENT 0xFFFDu
+
+/* --- UTF-8 ------------------------------------------------------------------------------ */
+
+size_t rd_utf8_next(const char *str, uint32_t *cp)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    size_t n;
+    uint32_t v;
+    if (s[0] < 0x80) {
+        *cp = s[0];
+        return 1;
+    }
+    if ((s[0] & 0xE0) == 0xC0) {
+        n = 2;
+        v = s[0] & 0x1F;
+    } else if ((s[0] & 0xF0) == 0xE0) {
+        n = 3;
+        v = s[0] & 0x0F;
+    } else if ((s[0] & 0xF8) == 0xF0) {
+        n = 4;
+        v = s[0] & 0x07;
+    } else {
+        *cp = REPLACEMENT;
+        return 1;
+    }
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80) { /* also stops at the terminating NUL */
+            *cp = REPLACEMENT;
+            return 1;
+        }
+        v = (v << 6) | (s[i] & 0x3F);
+    }
+    if (v < min_cp[n] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) {
+        *cp = REPLACEMENT;
+        return 1;
+    }
+    *cp = v;
+    return n;
+}
+
+static void put_utf8(FILE *f, uint32_t cp)
+{
+    if (cp < 0x80) {
+        fputc((int)cp, f);
+    } else if (cp < 0x800) {
+        fputc((int)(0xC0 | (cp >> 6)), f);
+        fputc((int)(0x80 | (cp & 0x3F)), f);
+    } else if (cp < 0x10000) {
+        fputc((int)(0xE0 | (cp >> 12)), f);
+        fputc((int)(0x80 | ((cp >> 6) & 0x3F)), f);
+        fputc((int)(0x80 | (cp & 0x3F)), f);
+    } else {
+        fputc((int)(0xF0 | (cp >> 18)), f);
+        fputc((int)(0x80 | ((cp >> 12) & 0x3F)), f);
+        fputc((int)(0x80 | ((cp >> 6) & 0x3F)), f);
+        fputc((int)(0x80 | (cp & 0x3F)), f);
+    }
+}
+
+/* Characters no report should carry as they are: C0 controls, DEL, C1
+ * controls, and the noncharacters XML forbids. */
+static bool is_unprintable(uint32_t cp)
+{
+    return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0xFFFE || cp == 0xFFFF;
+}
+
+static void xml_char(FILE *f, uint32_t cp, bool attr)
+{
+    switch (cp) {
+    case '&': fputs("&amp;", f); return;
+    case '<': fputs("&lt;", f); return;
+    case '>': fputs("&gt;", f); return;
+    case '"': fputs("&quot;", f); return;
+    case '\'': fputs("&#39;", f); return;
+    case '\t':
+    case '\n':
+    case '\r':
+        if (attr)
+            fprintf(f, "&#%u;", (unsigned)cp);
+        else
+            fputc((int)cp, f);
+        return;
+    default:
+        put_utf8(f, is_unprintable(cp) ? REPLACEMENT : cp);
+    }
+}
+
+void rd_xml_text(FILE *f, const char *s, bool attr)
+{
+    if (!s)
+        return;
+    while (*s) {
+        uint32_t cp;
+        s += rd_utf8_next(s, &cp);
+        xml_char(f, cp, attr);
+    }
+}
+
+static size_t count_chars(const char *s)
+{
+    size_t n = 0;
+    for (uint32_t cp; *s; n++)
+        s += rd_utf8_next(s, &cp);
+    return n;
+}
+
+void rd_xml_short(FILE *f, const char *s, int max_chars)
+{
+    if (!s)
+        return;
+    size_t n = count_chars(s);
+    if (max_chars < 5 || n <= (size_t)max_chars) {
+        rd_xml_text(f, s, true);
+        return;
+    }
+    size_t head = (size_t)(max_chars - 1) / 2, tail = (size_t)(max_chars - 1) - head;
+    for (size_t i = 0; *s; i++) {
+        uint32_t cp;
+        s += rd_utf8_next(s, &cp);
+        if (i < head || i >= n - tail)
+            xml_char(f, cp, true);
+        else if (i == head)
+            fputs("\xE2\x80\xA6", f); /* … */
+    }
+}
+
+void rd_md_code(FILE *f, const char *s)
+{
+    if (!s || !*s) {
+        fputs("\xE2\x80\x94", f); /* — */
+        return;
+    }
+    int longest = 0, run = 0;
+    for (const char *p = s; *p; p++) {
+        run = *p == '`' ? run + 1 : 0;
+        longest = run > longest ? run : longest;
+    }
+    int fence = longest + 1;
+    /* A space inside the fence when s starts or ends with a backtick (or a
+     * space), which CommonMark strips again. */
+    bool pad = s[0] == '`' || s[0] == ' ' || s[strlen(s) - 1] == '`' ||
+               s[strlen(s) - 1] == ' ';
+    for (int i = 0; i < fence; i++)
+        fputc('`', f);
+    if (pad)
+        fputc(' ', f);
+    while (*s) {
+        uint32_t cp;
+        s += rd_utf8_next(s, &cp);
+        if (cp == '|')
+            fputs("\\|", f);
+        else
+            put_utf8(f, is_unprintable(cp) ? REPLACEMENT : cp);
+    }
+    if (pad)
+        fputc(' ', f);
+    for (int i = 0; i < fence; i++)
+        fputc('`', f);
+}
+
+/* --- numbers ---------------------------------------------------------------------------- */
+
+char *rd_num(double v, char *buf, size_t size)
+{
+    if (isnan(v))
+        snprintf(buf, size, "NaN");
+    else if (isinf(v))
+        snprintf(buf, size, "%s", v > 0 ? "inf" : "-inf");
+    else
+        snprintf(buf, size, "%.3g", v);
+    return buf;
+}
+
+char *rd_num_exact(double v, char *buf, size_t size)
+{
+    if (isnan(v))
+        snprintf(buf, size, "%s", "");
+    else if (isinf(v))
+        snprintf(buf, size, "%s", v > 0 ? "Infinity" : "-Infinity");
+    else
+        snprintf(buf, size, "%.17g", v);
+    return buf;
+}
+
+char *rd_count(int64_t n, char *buf, size_t size)
+{
+    char digits[32];
+    snprintf(digits, sizeof digits, "%lld", (long long)(n < 0 ? -n : n));
+    size_t len = strlen(digits), o = 0;
+    if (n < 0 && o + 1 < size)
+        buf[o++] = '-';
+    for (size_t i = 0; i < len && o + 1 < size; i++) {
+        if (i > 0 && (len - i) % 3 == 0 && o + 1 < size)
+            buf[o++] = ',';
+        if (o + 1 < size)
+            buf[o++] = digits[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+const char *rd_basename(const char *path)
+{
+    if (!path)
+        return "";
+    const char *slash = strrchr(path, '/');
+    return slash && slash[1] ? slash + 1 : path;
+}
+
+/* --- records ---------------------------------------------------------------------------- */
+
+const char *rd_precision_label(const ld_compare_record *r)
+{
+    return r->topo_index < 0 ? "input" : ld_precision_name(r->precision);
+}
+
+bool rd_record_overflowed(const ld_compare_record *r)
+{
+    const ld_layer_counters *c = &r->counters;
+    bool engine = c->present && (c->overflows > 0 || c->nans_created > 0 ||
+                                 c->partial_overflows > 0);
+    const ld_tensor_metrics *m = &r->metrics;
+    return engine || m->would_overflow > 0 || m->nonfinite_test_only > 0;
+}
+
+typedef struct keyed {
+    double key;
+    int index;
+} keyed;
+
+static int compare_keyed(const void *pa, const void *pb)
+{
+    const keyed *a = pa, *b = pb;
+    if (a->key != b->key)
+        return a->key > b->key ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+int rd_worst(const ld_report *r, int top, int *rows)
+{
+    bool any_ulp = false;
+    for (int i = 0; i < r->n_records && !any_ulp; i++)
+        any_ulp = r->records[i].is_float && !isnan(r->records[i].scaled_ulp);
+    keyed *list = malloc((r->n_records > 0 ? (size_t)r->n_records : 1) * sizeof *list);
+    if (!list)
+        return -1;
+    int m = 0;
+    for (int i = 0; i < r->n_records; i++) {
+        const ld_compare_record *rec = &r->records[i];
+        double k = any_ulp ? rec->scaled_ulp : rec->metrics.abs.max;
+        if (rec->is_float && rec->topo_index >= 0 && !isnan(k))
+            list[m++] = (keyed){k, i};
+    }
+    qsort(list, (size_t)m, sizeof *list, compare_keyed);
+    m = m < top ? m : top;
+    for (int i = 0; i < m; i++)
+        rows[i] = list[i].index;
+    free(list);
+    return m;
+}
+
+int rd_graph_outputs(const ld_report *r, int *rows)
+{
+    int n = 0;
+    for (int i = 0; i < r->n_records; i++)
+        if (r->records[i].is_graph_output)
+            rows[n++] = i;
+    return n;
+}
+
+/* --- files ------------------------------------------------------------------------------ */
+
+ld_status rd_stream_status(FILE *out, const char *what, ld_error *err)
+{
+    if (ferror(out))
+        return ld_error_set(err, LD_ERR_IO, "cannot write the %s: %s", what,
+                            errno ? strerror(errno) : "write error");
+    return LD_OK;
+}
+
+static FILE *open_temp(const char *path, char *tmp, size_t size)
+{
+    unsigned seed = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16);
+    for (int attempt = 0; attempt < 16; attempt++) {
+        seed = seed * 1103515245u + 12345u;
+        if ((size_t)snprintf(tmp, size, "%s.tmp-%d-%08x", path, (int)getpid(), seed) >= size) {
+            errno = ENAMETOOLONG;
+            return NULL;
+        }
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            FILE *f = fdopen(fd, "w");
+            if (f)
+                return f;
+            int saved = errno;
+            close(fd);
+            unlink(tmp);
+            errno = saved;
+            return NULL;
+        }
+        if (errno != EEXIST)
+            return NULL;
+    }
+    return NULL;
+}
+
+ld_status rd_write_file(const char *path, const char *what, rd_render_fn render,
+                        const void *ctx, ld_error *err)
+{
+    if (strcmp(path, "-") == 0) {
+        ld_status st = render(ctx, stdout, err);
+        if (st == LD_OK && fflush(stdout) != 0)
+            st = ld_error_set(err, LD_ERR_IO, "cannot write the %s to standard output: %s",
+                              what, strerror(errno));
+        return st;
+    }
+    char tmp[4096];
+    FILE *f = open_temp(path, tmp, sizeof tmp);
+    if (!f)
+        return ld_error_set(err, LD_ERR_IO, "cannot write %s '%s': %s", what, path,
+                            strerror(errno));
+    errno = 0;
+    ld_status st = render(ctx, f, err);
+    int saved = errno;
+    bool flushed = fflush(f) == 0 && !ferror(f);
+    saved = saved ? saved : errno;
+    bool closed = fclose(f) == 0;
+    saved = saved ? saved : errno;
+    if (st == LD_OK && (!flushed || !closed))
+        st = ld_error_set(err, LD_ERR_IO, "cannot write %s '%s': %s", what, path,
+                          saved ? strerror(saved) : "write error");
+    if (st == LD_OK && rename(tmp, path) != 0)
+        st = ld_error_set(err, LD_ERR_IO, "cannot write %s '%s': %s", what, path,
+                          strerror(errno));
+    if (st != LD_OK)
+        unlink(tmp);
+    return st;
+}

@@ -1,0 +1,104 @@
+"""make bench, "live comparison" section (issue 5): reads what scripts/bench.sh
+measured for `layerdiff run` comparing the reference and the emulated fp16
+engine in lockstep, prints the figures and judges the goals. Used by
+scripts/bench_report.py (report(path) -> (figures, goals)).
+
+The manifest (TSV) has one line per repetition: case, rep, the profile JSON of
+the run without --dump, the one with --dump, bench/hdf5_write_loop's JSON for
+the same dataset sizes."""
+import json
+import os
+import statistics
+
+GOAL_WRITE_RATIO = 0.7  # dump write rate during run --dump over a plain HDF5 write loop
+GOAL_RSS_RATIO = 1.3    # peak RSS of the comparing run with --dump over without
+GOAL_CASE = "ppocr-det"  # the write-rate goal is judged here (else on the deepest fixture)
+
+
+def _load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def _median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def _case(reps):
+    """Medians over the repetitions of one case."""
+    rss_plain = [_load(r["plain"])["peak_rss_bytes"] for r in reps]
+    rss_dump = [_load(r["dump"])["peak_rss_bytes"] for r in reps]
+    ratios, dump_s, loop_s, nbytes = [], [], [], None
+    for r in reps:
+        doc = _load(r["dump"])
+        d = sum(b.get("dump_seconds", 0.0) for b in doc["backends"])
+        loop = _load(r["loop"])
+        nbytes = loop["bytes"]
+        dump_s.append(d)
+        loop_s.append(loop["loop_seconds"])
+        ratios.append(loop["loop_seconds"] / d if d > 0 else None)
+    run_s = [sum(b["run_seconds"] for b in _load(r["plain"])["backends"]) for r in reps]
+    out = {
+        "reps": len(reps),
+        "dump_bytes": nbytes,
+        "datasets": _load(reps[0]["loop"])["datasets"],
+        "peak_rss_bytes": {"without_dump": _median(rss_plain), "with_dump": _median(rss_dump)},
+        "rss_ratio": _median([b / a for a, b in zip(rss_plain, rss_dump)]),
+        "dump_write_seconds": _median(dump_s),
+        "plain_loop_seconds": _median(loop_s),
+        "write_ratio": _median(ratios),
+        "write_ratios": [round(x, 3) if x is not None else None for x in ratios],
+        "run_seconds_without_dump": _median(run_s),
+    }
+    return out
+
+
+def report(path):
+    """Prints the section; returns (figures or None, goals)."""
+    goals_missing = [
+        {"goal": "dump write rate during run --dump >= %.1f of a plain HDF5 loop" % GOAL_WRITE_RATIO,
+         "met": False, "detail": "not measured"},
+        {"goal": "peak RSS of the comparing run, --dump <= %.1fx without" % GOAL_RSS_RATIO,
+         "met": False, "detail": "not measured"},
+    ]
+    if not path or not os.path.exists(path):
+        return None, goals_missing
+    cases = {}
+    for line in open(path):
+        name, rep, plain, dump, loop = line.rstrip("\n").split("\t")[:5]
+        cases.setdefault(name, []).append({"rep": rep, "plain": plain, "dump": dump, "loop": loop})
+    if not cases:
+        return None, goals_missing
+    figures = {name: _case(reps) for name, reps in cases.items()}
+    print()
+    print("live comparison (run: reference vs emulated fp16 in lockstep, isolation on; medians "
+          "of %d)" % max(f["reps"] for f in figures.values()))
+    print("  %-10s %9s %9s %6s  %10s %9s %9s %6s" % ("case", "RSS", "+dump", "ratio", "dump MB",
+                                                    "dump s", "loop s", "write"))
+    for name, f in figures.items():
+        rss = f["peak_rss_bytes"]
+        print("  %-10s %7.1fMB %7.1fMB %6.2f  %10.1f %9.3f %9.3f %6.2f" % (
+            name, rss["without_dump"] / 2**20, rss["with_dump"] / 2**20, f["rss_ratio"],
+            f["dump_bytes"] / 2**20, f["dump_write_seconds"], f["plain_loop_seconds"],
+            f["write_ratio"] or 0.0))
+    judge = GOAL_CASE if GOAL_CASE in figures else next(iter(figures))
+    w = figures[judge]
+    goals = [{
+        "goal": "dump write rate during run --dump >= %.1f of a plain HDF5 loop, %s"
+                % (GOAL_WRITE_RATIO, judge),
+        "met": w["write_ratio"] is not None and w["write_ratio"] >= GOAL_WRITE_RATIO,
+        "values": {k: v["write_ratio"] for k, v in figures.items()},
+        "detail": "; ".join("%s %.2f (%.0f MB in %d datasets: %.3f s, loop %.3f s)" % (
+            k, v["write_ratio"] or 0.0, v["dump_bytes"] / 2**20, v["datasets"],
+            v["dump_write_seconds"], v["plain_loop_seconds"]) for k, v in figures.items()),
+    }, {
+        "goal": "peak RSS of the comparing run, --dump <= %.1fx without (%s)"
+                % (GOAL_RSS_RATIO, ", ".join(figures)),
+        "met": all(v["rss_ratio"] <= GOAL_RSS_RATIO for v in figures.values()),
+        "values": {k: v["rss_ratio"] for k, v in figures.items()},
+        "detail": "; ".join("%s %.2fx (%.1f -> %.1f MB)" % (
+            k, v["rss_ratio"], v["peak_rss_bytes"]["without_dump"] / 2**20,
+            v["peak_rss_bytes"]["with_dump"] / 2**20) for k, v in figures.items()),
+    }]
+    return figures, goals

@@ -1,0 +1,916 @@
+/* Unit tests for compare/metrics.c, metrics_fast.c and quantile.c: every
+ * field of ld_tensor_metrics on hand-computed cases (nearest-rank
+ * percentiles, zeros, NaN, inf, subnormals, empty and scalar tensors, fp16
+ * against fp32, integers, the element rules and the statistic checks), the
+ * errors for mismatched shapes and dtypes, and a randomized cross-check of
+ * the whole computation (AVX-512 and portable kernels, kept errors and
+ * sampled intervals, the recomputation when an interval misses) against a
+ * plain qsort-based implementation of docs/metrics.md. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compare/metrics_internal.h"
+#include "layerdiff/compare.h"
+#include "layerdiff/round.h"
+
+/* ---- helpers ---- */
+
+static bool same_double(double a, double b, double rel)
+{
+    if (isnan(a) || isnan(b))
+        return isnan(a) && isnan(b);
+    if (isinf(a) || isinf(b))
+        return a == b;
+    double scale = fmax(fabs(a), fabs(b));
+    return fabs(a - b) <= rel * scale || fabs(a - b) <= 1e-300;
+}
+
+#define assert_close(a, b, rel)                                                                 \
+    do {                                                                                        \
+        double a_ = (a), b_ = (b);                                                              \
+        if (!same_double(a_, b_, rel))                                                          \
+            fail_msg("%s = %.17g, expected %.17g (%s:%d)", #a, a_, b_, __FILE__, __LINE__);     \
+    } while (0)
+
+#define assert_exact(a, b) assert_close(a, b, 0.0)
+
+static ld_tensor *make_tensor(ld_dtype dtype, int rank, const int64_t *dims)
+{
+    ld_shape shape;
+    ld_error err;
+    ld_tensor *t = NULL;
+    assert_int_equal(ld_shape_set(&shape, rank, dims, &err), LD_OK);
+    assert_int_equal(ld_tensor_create(&t, "t", dtype, &shape, &err), LD_OK);
+    return t;
+}
+
+static ld_tensor *f32_tensor(const float *v, int64_t n)
+{
+    ld_tensor *t = make_tensor(LD_DTYPE_FLOAT32, 1, &n);
+    if (n)
+        memcpy(t->data, v, (size_t)n * sizeof *v);
+    return t;
+}
+
+static ld_tensor *f16_tensor(const float *v, int64_t n)
+{
+    ld_tensor *t = make_tensor(LD_DTYPE_FLOAT16, 1, &n);
+    for (int64_t i = 0; i < n; i++)
+        ((ld_fp16 *)t->data)[i] = ld_fp32_to_fp16(v[i]);
+    return t;
+}
+
+static ld_tolerance tolerance(double atol, double rtol)
+{
+    ld_tolerance tol;
+    memset(&tol, 0, sizeof tol);
+    tol.atol = atol;
+    tol.rtol = rtol;
+    tol.mode = LD_TOL_POLYGRAPHY;
+    tol.check = LD_CHECK_ELEMWISE;
+    tol.quantile = 0.5;
+    return tol;
+}
+
+static ld_tensor_metrics compare(const ld_tensor *r, const ld_tensor *t, ld_precision p,
+                                 const ld_tolerance *tol)
+{
+    ld_tensor_metrics m;
+    ld_error err;
+    ld_error_clear(&err);
+    ld_status st = ld_compare_tensors(r, t, p, tol, NULL, "x", &m, &err);
+    if (st != LD_OK)
+        fail_msg("ld_compare_tensors: %s", err.message);
+    return m;
+}
+
+static ld_tensor_metrics compare_f32(const float *r, const float *t, int64_t n, ld_precision p,
+                                     const ld_tolerance *tol)
+{
+    ld_tensor *rt = f32_tensor(r, n), *tt = f32_tensor(t, n);
+    ld_tensor_metrics m = compare(rt, tt, p, tol);
+    ld_tensor_destroy(rt);
+    ld_tensor_destroy(tt);
+    return m;
+}
+
+/* Runs a test body with the AVX-512 kernels and with the portable ones. */
+static void both_kernels(void (*body)(void))
+{
+    cmp_force_portable(false);
+    body();
+    cmp_force_portable(true);
+    body();
+    cmp_force_portable(false);
+}
+
+/* ---- hand-computed cases ---- */
+
+static void identical_body(void)
+{
+    float v[] = {1, -2, 0, 3.5f};
+    ld_tolerance tol = tolerance(1e-5, 1e-5);
+    ld_tensor_metrics m = compare_f32(v, v, 4, LD_PRECISION_FP32, &tol);
+    assert_int_equal(m.n, 4);
+    ld_error_stats *all[] = {&m.abs, &m.rel};
+    for (int k = 0; k < 2; k++) {
+        assert_exact(all[k]->max, 0);
+        assert_exact(all[k]->mean, 0);
+        assert_exact(all[k]->median, 0);
+        assert_exact(all[k]->p99, 0);
+        assert_true(isnan(all[k]->quantile)); /* not asked for */
+        assert_int_equal(all[k]->max_index, 0);
+    }
+    assert_exact(m.ulp.max, 0);
+    assert_exact(m.ulp.p99, 0);
+    assert_true(isnan(m.ulp.median));
+    assert_exact(m.cosine, 1);
+    assert_true(isinf(m.snr_db) && m.snr_db > 0);
+    assert_exact(m.l2_rel, 0);
+    assert_int_equal(m.ref.zero, 1);
+    assert_int_equal(m.n_fail, 0);
+    assert_int_equal(m.first_fail_index, -1);
+    assert_true(m.pass);
+}
+
+static void test_identical(void **state)
+{
+    (void)state;
+    both_kernels(identical_body);
+}
+
+/* r = {1, 2, 4, 0}, t = {1.5, 2, 3, 2^-10}: every field by hand. */
+static void small_body(void)
+{
+    float r[] = {1, 2, 4, 0}, t[] = {1.5f, 2, 3, 0x1p-10f};
+    ld_tolerance tol = tolerance(1e-5, 1e-5);
+    ld_tensor_metrics m = compare_f32(r, t, 4, LD_PRECISION_FP32, &tol);
+    double tiny = 0x1p-10, eps = LD_COMPARE_REL_EPSILON;
+    /* abs sorted {0, 2^-10, 0.5, 1}: ranks median ceil(2)-1 = 1, p90..p99 = 3 */
+    assert_exact(m.abs.max, 1);
+    assert_int_equal(m.abs.max_index, 2);
+    assert_exact(m.abs.mean, (1.5 + tiny) / 4);
+    assert_exact(m.abs.median, tiny);
+    assert_exact(m.abs.p90, 1);
+    assert_exact(m.abs.p95, 1);
+    assert_exact(m.abs.p99, 1);
+    /* rel {0.5, 0, 0.25, 2^-10/eps} */
+    assert_exact(m.rel.max, tiny / eps);
+    assert_int_equal(m.rel.max_index, 3);
+    assert_exact(m.rel.median, 0.25);
+    assert_exact(m.rel.p90, tiny / eps);
+    assert_close(m.rel.mean, (0.5 + 0.25 + tiny / eps) / 4, 1e-15);
+    /* ulp in fp32: ulp(1) = 2^-23, ulp(4) = 2^-21, ulp(0) = 2^-149 */
+    assert_exact(m.ulp.max, 0x1p139);
+    assert_int_equal(m.ulp.max_index, 3);
+    assert_exact(m.ulp.p99, 0x1p139);
+    assert_close(m.ulp.mean, (0x1p22 + 0x1p21 + 0x1p139) / 4, 1e-15);
+    /* similarity */
+    double srr = 21, stt = 15.25 + 0x1p-20, srt = 17.5, sdd = 1.25 + 0x1p-20;
+    assert_close(m.cosine, srt / sqrt(srr * stt), 1e-14);
+    assert_close(m.snr_db, 10 * log10(srr / sdd), 1e-14);
+    assert_close(m.l2_rel, sqrt(sdd) / sqrt(srr), 1e-14);
+    /* sides */
+    assert_exact(m.ref.min, 0);
+    assert_exact(m.ref.max, 4);
+    assert_close(m.ref.mean, 1.75, 1e-15);
+    assert_close(m.ref.std, sqrt(2.1875), 1e-14);
+    assert_int_equal(m.ref.zero, 1);
+    assert_int_equal(m.test.zero, 0);
+    assert_exact(m.test.min, tiny);
+    assert_exact(m.test.max, 3);
+    assert_int_equal(m.ref.subnormal, 0);
+    assert_int_equal(m.rel_tiny_ref, 0);
+    assert_int_equal(m.underflow_zero, 0);
+    assert_int_equal(m.would_overflow, 0);
+    assert_int_equal(m.special_mismatch, 0);
+    /* elements 0, 2, 3 fail both abs > 1e-5 and rel > 1e-5 */
+    assert_int_equal(m.n_fail, 3);
+    assert_int_equal(m.first_fail_index, 0);
+    assert_false(m.pass);
+}
+
+static void test_small_by_hand(void **state)
+{
+    (void)state;
+    both_kernels(small_body);
+}
+
+/* Nearest rank on 10 and 100 values: errors 1..n in shuffled order. */
+static void percentiles_body(void)
+{
+    for (int n = 10; n <= 100; n += 90) {
+        float r[100], t[100];
+        for (int i = 0; i < n; i++) {
+            r[i] = 1000;
+            t[i] = 1000 + (float)((i * 37) % n + 1); /* a permutation of 1..n */
+        }
+        ld_tolerance tol = tolerance(1e-5, 1e-5);
+        tol.check = LD_CHECK_QUANTILE;
+        tol.quantile = 0.25;
+        ld_tensor_metrics m = compare_f32(r, t, n, LD_PRECISION_FP32, &tol);
+        double median = n == 10 ? 5 : 50, p90 = n == 10 ? 9 : 90, p95 = n == 10 ? 10 : 95;
+        double p99 = n == 10 ? 10 : 99, q25 = n == 10 ? 3 : 25;
+        assert_exact(m.abs.median, median);
+        assert_exact(m.abs.p90, p90);
+        assert_exact(m.abs.p95, p95);
+        assert_exact(m.abs.p99, p99);
+        assert_exact(m.abs.quantile, q25);
+        assert_exact(m.abs.max, n);
+        assert_exact(m.abs.mean, (n + 1) / 2.0);
+        assert_exact(m.rel.median, median / 1000);
+        assert_exact(m.rel.quantile, q25 / 1000);
+        /* ulp of 1000 in fp32 is 2^-14 */
+        assert_exact(m.ulp.p99, p99 * 0x1p14);
+        assert_exact(m.ulp.max, n * 0x1p14);
+    }
+}
+
+static void test_percentiles(void **state)
+{
+    (void)state;
+    both_kernels(percentiles_body);
+}
+
+static void specials_body(void)
+{
+    float nan = NAN, inf = INFINITY;
+    float r[] = {nan, inf, -inf, 1, nan, 1, inf, 2};
+    float t[] = {nan, inf, inf, nan, 1, inf, 1, 2};
+    ld_tolerance tol = tolerance(1e-5, 1e-5);
+    ld_tensor_metrics m = compare_f32(r, t, 8, LD_PRECISION_FP32, &tol);
+    assert_int_equal(m.special_mismatch, 5);
+    assert_int_equal(m.nonfinite_test_only, 2);
+    assert_int_equal(m.n_fail, 5);
+    assert_int_equal(m.first_fail_index, 2);
+    assert_true(isinf(m.abs.max));
+    assert_int_equal(m.abs.max_index, 2);
+    assert_true(isinf(m.abs.mean));
+    /* sorted {0, 0, 0, inf x5}: median rank 3 */
+    assert_true(isinf(m.abs.median));
+    assert_true(isinf(m.rel.p90));
+    assert_true(isinf(m.ulp.max));
+    assert_true(isnan(m.cosine));
+    assert_true(isinf(m.snr_db) && m.snr_db < 0);
+    assert_true(isinf(m.l2_rel));
+    assert_int_equal(m.ref.nan, 2);
+    assert_int_equal(m.ref.pos_inf, 2);
+    assert_int_equal(m.ref.neg_inf, 1);
+    assert_exact(m.ref.min, 1);
+    assert_exact(m.ref.max, 2);
+    assert_int_equal(m.test.nan, 2);
+    assert_int_equal(m.test.pos_inf, 3);
+    assert_int_equal(m.test.neg_inf, 0);
+    assert_false(m.pass);
+
+    /* NaN and inf in the same places only: equal, unless NaN is an error */
+    float r2[] = {nan, 1, -inf, 3}, t2[] = {nan, 1, -inf, 3};
+    m = compare_f32(r2, t2, 4, LD_PRECISION_FP32, &tol);
+    assert_true(m.pass);
+    assert_int_equal(m.n_fail, 0);
+    assert_exact(m.abs.max, 0);
+    assert_exact(m.cosine, 1);
+    assert_true(isinf(m.snr_db) && m.snr_db > 0);
+    tol.nan_is_error = true;
+    m = compare_f32(r2, t2, 4, LD_PRECISION_FP32, &tol);
+    assert_false(m.pass);
+    assert_int_equal(m.n_fail, 1);
+    assert_int_equal(m.first_fail_index, 0);
+    tol.check = LD_CHECK_MEDIAN; /* any NaN fails whatever the statistic */
+    m = compare_f32(r2, t2, 4, LD_PRECISION_FP32, &tol);
+    assert_false(m.pass);
+}
+
+static void test_nan_and_inf(void **state)
+{
+    (void)state;
+    both_kernels(specials_body);
+}
+
+static void subnormals_body(void)
+{
+    float r[] = {1e-40f, 0, 1, 1e-30f, -1e-39f, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
+    float t[17];
+    memcpy(t, r, sizeof t);
+    t[5] = 0; /* underflow: t = 0 where r != 0 */
+    ld_tolerance tol = tolerance(1e-5, 1e-5);
+    ld_tensor_metrics m = compare_f32(r, t, 17, LD_PRECISION_FP32, &tol);
+    assert_int_equal(m.ref.subnormal, 2);
+    assert_int_equal(m.test.subnormal, 2);
+    assert_int_equal(m.ref.zero, 1);
+    assert_int_equal(m.test.zero, 2);
+    assert_int_equal(m.underflow_zero, 1);
+    assert_int_equal(m.rel_tiny_ref, 2); /* below fp32's smallest normal */
+    /* fp16 precision: 1e-30 is tiny too (below 2^-14) */
+    m = compare_f32(r, t, 17, LD_PRECISION_FP16, &tol);
+    assert_int_equal(m.rel_tiny_ref, 3);
+    /* the ulp of a subnormal reference is the precision's subnormal spacing */
+    float r3[] = {1e-40f}, t3[] = {2e-40f};
+    m = compare_f32(r3, t3, 1, LD_PRECISION_FP32, &tol);
+    assert_exact(m.ulp.max, ((double)2e-40f - (double)1e-40f) / 0x1p-149);
+    m = compare_f32(r3, t3, 1, LD_PRECISION_FP16, &tol);
+    assert_exact(m.ulp.max, ((double)2e-40f - (double)1e-40f) / 0x1p-24);
+}
+
+static void test_subnormals(void **state)
+{
+    (void)state;
+    both_kernels(subnormals_body);
+}
+
+static void test_empty_and_scalar(void **state)
+{
+    (void)state;
+    int64_t dims[2] = {0, 3};
+    ld_tensor *a = make_tensor(LD_DTYPE_FLOAT32, 2, dims), *b = make_tensor(LD_DTYPE_FLOAT16, 2, dims);
+    ld_tensor_metrics m = compare(a, b, LD_PRECISION_FP16, NULL);
+    assert_int_equal(m.n, 0);
+    assert_true(m.pass);
+    assert_true(isnan(m.abs.max) && isnan(m.abs.median) && isnan(m.rel.mean));
+    assert_true(isnan(m.ulp.p99));
+    assert_int_equal(m.abs.max_index, -1);
+    assert_true(isnan(m.cosine) && isnan(m.snr_db) && isnan(m.l2_rel));
+    assert_true(isnan(m.ref.min) && isnan(m.test.std));
+    assert_int_equal(m.first_fail_index, -1);
+    ld_tensor_destroy(a);
+    ld_tensor_destroy(b);
+
+    a = make_tensor(LD_DTYPE_FLOAT32, 0, NULL);
+    b = make_tensor(LD_DTYPE_FLOAT32, 0, NULL);
+    *(float *)a->data = 2;
+    *(float *)b->data = 2.5f;
+    ld_tolerance tol = tolerance(0.1, 0.1);
+    m = compare(a, b, LD_PRECISION_FP32, &tol);
+    assert_int_equal(m.n, 1);
+    assert_exact(m.abs.max, 0.5);
+    assert_exact(m.abs.median, 0.5);
+    assert_exact(m.abs.p99, 0.5);
+    assert_exact(m.rel.mean, 0.25);
+    assert_int_equal(m.abs.max_index, 0);
+    assert_exact(m.ulp.max, 0.5 / 0x1p-22);
+    assert_exact(m.ref.std, 0);
+    assert_exact(m.cosine, 1);
+    assert_int_equal(m.n_fail, 1);
+    assert_false(m.pass);
+    ld_tensor_destroy(a);
+    ld_tensor_destroy(b);
+}
+
+/* The emulated case: fp16 test tensor, fp32 reference, fp16 precision. */
+static void fp16_body(void)
+{
+    float r[] = {1.0001f, 100.03f, -3.14159f, 65519.f, 70000.f, 1e-6f, 0.1f, 2.f, 3.f, 4.f,
+                 5.f, 6.f, 7.f, 8.f, 9.f, 10.f, 11.f, 12.f};
+    int n = (int)(sizeof r / sizeof r[0]);
+    ld_tensor *rt = f32_tensor(r, n), *tt = f16_tensor(r, n);
+    ld_tolerance tol = tolerance(ld_tolerance_default(LD_PRECISION_FP16),
+                                 ld_tolerance_default(LD_PRECISION_FP16));
+    ld_tensor_metrics m = compare(rt, tt, LD_PRECISION_FP16, &tol);
+    /* 65519 rounds to 65504 (finite), 70000 overflows to inf */
+    assert_int_equal(m.would_overflow, 2);
+    assert_int_equal(m.nonfinite_test_only, 1);
+    assert_int_equal(m.special_mismatch, 1);
+    assert_int_equal(m.test.pos_inf, 1);
+    assert_int_equal(m.rel_tiny_ref, 1);   /* 1e-6 < 2^-14 */
+    assert_int_equal(m.test.subnormal, 1); /* fp16(1e-6) is an fp16 subnormal */
+    assert_int_equal(m.ref.subnormal, 0);  /* but a normal fp32 */
+    /* max finite ulp error is at most half an ulp: check element 0 by hand */
+    double t0 = ld_fp16_to_fp32(ld_fp32_to_fp16(r[0]));
+    double u0 = fabs(t0 - (double)r[0]) / ld_precision_ulp(LD_PRECISION_FP16, r[0]);
+    assert_true(u0 > 0.09 && u0 < 0.11);
+    assert_true(isinf(m.ulp.max));
+    assert_int_equal(m.ulp.max_index, 4);
+    assert_int_equal(m.first_fail_index, 4); /* the only element beyond 10 unit roundoffs */
+    assert_int_equal(m.n_fail, 1);
+    assert_false(m.pass);
+    ld_tensor_destroy(rt);
+    ld_tensor_destroy(tt);
+}
+
+static void test_fp16_against_fp32(void **state)
+{
+    (void)state;
+    both_kernels(fp16_body);
+}
+
+static void test_shape_and_dtype_errors(void **state)
+{
+    (void)state;
+    int64_t d23[2] = {2, 3}, d32[2] = {3, 2};
+    ld_tensor *a = make_tensor(LD_DTYPE_FLOAT32, 2, d23), *b = make_tensor(LD_DTYPE_FLOAT32, 2, d32);
+    ld_tensor_metrics m;
+    ld_error err;
+    assert_int_equal(ld_compare_tensors(a, b, LD_PRECISION_FP32, NULL, NULL, "conv1_out", &m, &err),
+                     LD_ERR_INPUT);
+    assert_non_null(strstr(err.message, "conv1_out"));
+    assert_non_null(strstr(err.message, "2x3"));
+    assert_non_null(strstr(err.message, "3x2"));
+    assert_null(strchr(err.message, '\n'));
+    ld_tensor *c = make_tensor(LD_DTYPE_INT64, 2, d23);
+    assert_int_equal(ld_compare_tensors(a, c, LD_PRECISION_FP32, NULL, NULL, "idx", &m, &err),
+                     LD_ERR_INPUT);
+    assert_non_null(strstr(err.message, "idx"));
+    assert_non_null(strstr(err.message, "int64"));
+    assert_non_null(strstr(err.message, "float32"));
+    ld_tolerance tol = tolerance(0, 0);
+    tol.check = LD_CHECK_QUANTILE;
+    tol.quantile = 1.5;
+    assert_int_equal(ld_compare_tensors(a, a, LD_PRECISION_FP32, &tol, NULL, "q", &m, &err),
+                     LD_ERR_USAGE);
+    assert_non_null(strstr(err.message, "quantile"));
+    ld_tensor_destroy(a);
+    ld_tensor_destroy(b);
+    ld_tensor_destroy(c);
+}
+
+static void test_integers_exact(void **state)
+{
+    (void)state;
+    int64_t n = 3;
+    ld_tensor *a = make_tensor(LD_DTYPE_INT32, 1, &n), *b = make_tensor(LD_DTYPE_INT64, 1, &n);
+    int32_t av[] = {1, 2, 3};
+    int64_t bv[] = {1, 2, 4};
+    memcpy(a->data, av, sizeof av);
+    memcpy(b->data, bv, sizeof bv);
+    ld_tolerance tol = tolerance(10, 10); /* tolerances do not apply to integers */
+    ld_tensor_metrics m = compare(a, b, LD_PRECISION_FP32, &tol);
+    assert_int_equal(m.n_fail, 1);
+    assert_int_equal(m.first_fail_index, 2);
+    assert_false(m.pass);
+    assert_exact(m.abs.max, 1);
+    assert_int_equal(m.abs.max_index, 2);
+    assert_exact(m.rel.max, 1.0 / 3);
+    assert_true(isnan(m.ulp.max) && isnan(m.ulp.p99));
+    assert_int_equal(m.ulp.max_index, -1);
+    ld_tensor_destroy(b);
+    /* uint64 values that collide as doubles still differ */
+    ld_tensor *c = make_tensor(LD_DTYPE_UINT64, 1, &n), *d = make_tensor(LD_DTYPE_UINT64, 1, &n);
+    uint64_t cv[] = {1, (1ull << 63) + 1, 5}, dv[] = {1, 1ull << 63, 5};
+    memcpy(c->data, cv, sizeof cv);
+    memcpy(d->data, dv, sizeof dv);
+    m = compare(c, d, LD_PRECISION_FP32, &tol);
+    assert_int_equal(m.n_fail, 1);
+    assert_int_equal(m.first_fail_index, 1);
+    assert_exact(m.abs.max, 0);
+    assert_false(m.pass);
+    m = compare(c, c, LD_PRECISION_FP32, &tol);
+    assert_true(m.pass);
+    assert_int_equal(m.first_fail_index, -1);
+    /* bool against uint8 */
+    ld_tensor *e = make_tensor(LD_DTYPE_BOOL, 1, &n), *f = make_tensor(LD_DTYPE_UINT8, 1, &n);
+    uint8_t ev[] = {1, 0, 1}, fv[] = {1, 0, 1};
+    memcpy(e->data, ev, 3);
+    memcpy(f->data, fv, 3);
+    m = compare(e, f, LD_PRECISION_FP32, NULL);
+    assert_true(m.pass);
+    assert_int_equal(m.ref.zero, 1);
+    ld_tensor_destroy(a);
+    ld_tensor_destroy(c);
+    ld_tensor_destroy(d);
+    ld_tensor_destroy(e);
+    ld_tensor_destroy(f);
+}
+
+static void element_rules_body(void)
+{
+    /* |t - r| = 0.15 at r = 10: Polygraphy fails it (0.15 > 0.1 and 0.015 >
+       0.01), allclose passes it (0.15 <= 0.1 + 0.01 * 10) */
+    float r[] = {10, 1}, t[] = {10.15f, 1};
+    ld_tolerance tol = tolerance(0.1, 0.01);
+    ld_tensor_metrics m = compare_f32(r, t, 2, LD_PRECISION_FP32, &tol);
+    assert_int_equal(m.n_fail, 1);
+    assert_false(m.pass);
+    tol.mode = LD_TOL_ALLCLOSE;
+    m = compare_f32(r, t, 2, LD_PRECISION_FP32, &tol);
+    assert_int_equal(m.n_fail, 0);
+    assert_true(m.pass);
+    /* Polygraphy passes an element when either error is small */
+    tol = tolerance(0.2, 0);
+    m = compare_f32(r, t, 2, LD_PRECISION_FP32, &tol);
+    assert_true(m.pass);
+    tol = tolerance(0, 0.02);
+    m = compare_f32(r, t, 2, LD_PRECISION_FP32, &tol);
+    assert_true(m.pass);
+}
+
+static void test_element_rules(void **state)
+{
+    (void)state;
+    both_kernels(element_rules_body);
+}
+
+static void check_stats_body(void)
+{
+    /* abs = rel = {0, 0, 0, 0, 1} */
+    float r[] = {1, 1, 1, 1, 1}, t[] = {1, 1, 1, 1, 2};
+    ld_tolerance tol = tolerance(0.1, 0.1);
+    struct { ld_check_stat check; double q; bool pass; } cases[] = {
+        {LD_CHECK_ELEMWISE, 0, false}, {LD_CHECK_MAX, 0, false},     {LD_CHECK_MEAN, 0, false},
+        {LD_CHECK_MEDIAN, 0, true},    {LD_CHECK_QUANTILE, 0.5, true}, {LD_CHECK_QUANTILE, 0.9, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tol.check = cases[i].check;
+        tol.quantile = cases[i].q;
+        ld_tensor_metrics m = compare_f32(r, t, 5, LD_PRECISION_FP32, &tol);
+        if (m.pass != cases[i].pass)
+            fail_msg("check %d quantile %g: pass %d", (int)cases[i].check, cases[i].q, m.pass);
+        assert_int_equal(m.n_fail, 1); /* counted for every check */
+    }
+    /* a statistic fails only when both abs and rel exceed their tolerance */
+    tol = tolerance(2, 0);
+    tol.check = LD_CHECK_MAX;
+    assert_true(compare_f32(r, t, 5, LD_PRECISION_FP32, &tol).pass);
+    tol = tolerance(0, 2);
+    tol.check = LD_CHECK_MAX;
+    assert_true(compare_f32(r, t, 5, LD_PRECISION_FP32, &tol).pass);
+}
+
+static void test_check_stats(void **state)
+{
+    (void)state;
+    both_kernels(check_stats_body);
+}
+
+static void test_overflow_by_precision(void **state)
+{
+    (void)state;
+    float r[] = {1e5f, 3.0e38f, 1};
+    ld_tolerance tol = tolerance(1, 1);
+    assert_int_equal(compare_f32(r, r, 3, LD_PRECISION_FP16, &tol).would_overflow, 2);
+    assert_int_equal(compare_f32(r, r, 3, LD_PRECISION_BF16, &tol).would_overflow, 0);
+    float r2[] = {3.4e38f, 1};
+    assert_int_equal(compare_f32(r2, r2, 2, LD_PRECISION_BF16, &tol).would_overflow, 1);
+    assert_int_equal(compare_f32(r2, r2, 2, LD_PRECISION_FP32, &tol).would_overflow, 0);
+    assert_int_equal(compare_f32(r2, r2, 2, LD_PRECISION_TF32, &tol).would_overflow, 0);
+}
+
+static void test_float64_and_default_tolerance(void **state)
+{
+    (void)state;
+    int64_t n = 2;
+    ld_tensor *a = make_tensor(LD_DTYPE_FLOAT64, 1, &n), *b = make_tensor(LD_DTYPE_FLOAT32, 1, &n);
+    double av[] = {1.0 + 1e-12, 3};
+    float bv[] = {1, 3};
+    memcpy(a->data, av, sizeof av);
+    memcpy(b->data, bv, sizeof bv);
+    ld_tensor_metrics m = compare(a, b, LD_PRECISION_FP32, NULL); /* default 1e-5 */
+    assert_true(m.pass);
+    assert_close(m.abs.max, 1e-12, 1e-3);
+    assert_int_equal(m.abs.max_index, 0);
+    ld_tensor_destroy(a);
+    ld_tensor_destroy(b);
+}
+
+/* ---- selection against qsort ---- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static uint64_t rng_state = 12345;
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static double urand(void) { return (double)(rnd() >> 11) * 0x1p-53; }
+
+static void test_select_against_qsort(void **state)
+{
+    (void)state;
+    for (int trial = 0; trial < 400; trial++) {
+        int64_t m = 1 + (int64_t)(rnd() % (trial < 200 ? 100 : 20000));
+        double *v = malloc((size_t)m * sizeof *v), *sorted = malloc((size_t)m * sizeof *v);
+        int kind = trial % 5;
+        for (int64_t i = 0; i < m; i++) {
+            switch (kind) {
+            case 0: v[i] = urand(); break;
+            case 1: v[i] = (double)(rnd() % 4); break;                 /* heavy ties */
+            case 2: v[i] = 0.75; break;                                 /* all equal */
+            case 3: v[i] = ldexp(urand(), (int)(rnd() % 200) - 100); break; /* wide range */
+            default: v[i] = rnd() % 7 == 0 ? INFINITY : (rnd() % 3 == 0 ? 0 : urand()); break;
+            }
+        }
+        memcpy(sorted, v, (size_t)m * sizeof *v);
+        qsort(sorted, (size_t)m, sizeof *sorted, cmp_double);
+        int64_t ranks[20];
+        int k = 1 + (int)(rnd() % 20);
+        for (int i = 0; i < k; i++)
+            ranks[i] = (int64_t)(rnd() % (uint64_t)m);
+        for (int i = 1; i < k; i++) /* ascending */
+            for (int j = i; j > 0 && ranks[j] < ranks[j - 1]; j--) {
+                int64_t tmp = ranks[j];
+                ranks[j] = ranks[j - 1];
+                ranks[j - 1] = tmp;
+            }
+        double out[20];
+        qsel_select(v, m, ranks, k, out);
+        for (int i = 0; i < k; i++)
+            if (out[i] != sorted[ranks[i]])
+                fail_msg("trial %d kind %d m %lld rank %lld: %g, expected %g", trial, kind,
+                         (long long)m, (long long)ranks[i], out[i], sorted[ranks[i]]);
+        free(v);
+        free(sorted);
+    }
+    /* nearest rank */
+    assert_int_equal(qsel_rank(0.5, 4), 1);
+    assert_int_equal(qsel_rank(0.5, 5), 2);
+    assert_int_equal(qsel_rank(0.9, 10), 8);
+    assert_int_equal(qsel_rank(0.95, 20), 18);
+    assert_int_equal(qsel_rank(0.99, 100), 98);
+    assert_int_equal(qsel_rank(0, 7), 0);
+    assert_int_equal(qsel_rank(1, 7), 6);
+    assert_int_equal(qsel_rank(0.5, 1), 0);
+}
+
+/* ---- whole comparison against a plain implementation of docs/metrics.md ---- */
+
+typedef struct plain {
+    double abs[5], rel[5], ulp_p99; /* median p90 p95 p99 q */
+    double abs_max, rel_max, ulp_max, abs_mean, rel_mean, ulp_mean;
+    int64_t abs_idx, rel_idx, ulp_idx, n_fail, first_fail, mismatch, tiny, under, over;
+    double cosine, ref_mean, ref_std, test_mean, test_std;
+    bool pass;
+} plain;
+
+static void plain_metrics(const ld_tensor *rt, const ld_tensor *tt, ld_precision p,
+                          const ld_tolerance *tol, plain *o)
+{
+    int64_t n = rt->count;
+    double *e[3];
+    for (int k = 0; k < 3; k++)
+        e[k] = malloc((size_t)n * sizeof(double));
+    memset(o, 0, sizeof *o);
+    o->first_fail = -1;
+    o->abs_max = o->rel_max = o->ulp_max = -1;
+    double srr = 0, stt = 0, srt = 0, rs = 0, rss = 0, ts = 0, tss = 0;
+    int64_t rn = 0, tn = 0;
+    bool test_nan = false;
+    for (int64_t i = 0; i < n; i++) {
+        double r = ld_tensor_get_double(rt, i), t = ld_tensor_get_double(tt, i), a, rel, u;
+        bool fail;
+        if (isfinite(r) && isfinite(t)) {
+            a = fabs(t - r);
+            rel = r != 0 ? a / fabs(r) : a / LD_COMPARE_REL_EPSILON;
+            u = a / ld_precision_ulp(p, r);
+            fail = tol->mode == LD_TOL_ALLCLOSE ? !(a <= tol->atol + tol->rtol * fabs(r))
+                                                 : (a > tol->atol && rel > tol->rtol);
+            srr += r * r;
+            stt += t * t;
+            srt += r * t;
+            if (fabs(r) > 0 && fabs(r) < ld_precision_min_normal(p))
+                o->tiny++;
+            if (t == 0 && r != 0)
+                o->under++;
+            if ((p == LD_PRECISION_FP16 || p == LD_PRECISION_BF16) && fabs(r) > ld_precision_max(p))
+                o->over++;
+        } else {
+            bool same = (isnan(r) && isnan(t)) || r == t;
+            a = rel = u = same ? 0 : INFINITY;
+            fail = !same;
+            o->mismatch += !same;
+        }
+        if (isfinite(r)) {
+            rs += r;
+            rss += r * r;
+            rn++;
+        }
+        if (isfinite(t)) {
+            ts += t;
+            tss += t * t;
+            tn++;
+        }
+        if (isnan(t)) {
+            test_nan = true;
+            fail = fail || tol->nan_is_error;
+        }
+        if (fail) {
+            o->n_fail++;
+            if (o->first_fail < 0)
+                o->first_fail = i;
+        }
+        if (a > o->abs_max) { o->abs_max = a; o->abs_idx = i; }
+        if (rel > o->rel_max) { o->rel_max = rel; o->rel_idx = i; }
+        if (u > o->ulp_max) { o->ulp_max = u; o->ulp_idx = i; }
+        o->abs_mean += a;
+        o->rel_mean += rel;
+        o->ulp_mean += u;
+        e[0][i] = a;
+        e[1][i] = rel;
+        e[2][i] = u;
+    }
+    o->abs_mean /= (double)n;
+    o->rel_mean /= (double)n;
+    o->ulp_mean /= (double)n;
+    double qs[5] = {0.5, 0.9, 0.95, 0.99, tol->quantile};
+    for (int k = 0; k < 3; k++)
+        qsort(e[k], (size_t)n, sizeof(double), cmp_double);
+    for (int j = 0; j < 5; j++) {
+        int64_t rank = (int64_t)ceil(qs[j] * (double)n) - 1;
+        rank = rank < 0 ? 0 : rank > n - 1 ? n - 1 : rank;
+        o->abs[j] = e[0][rank];
+        o->rel[j] = e[1][rank];
+        if (j == 3)
+            o->ulp_p99 = e[2][rank];
+    }
+    o->cosine = o->mismatch ? NAN
+                : srr == 0 && stt == 0 ? 1
+                : srr == 0 || stt == 0 ? 0 : srt / sqrt(srr * stt);
+    o->ref_mean = rs / (double)rn;
+    o->ref_std = sqrt(fmax(0, rss / (double)rn - o->ref_mean * o->ref_mean));
+    o->test_mean = ts / (double)tn;
+    o->test_std = sqrt(fmax(0, tss / (double)tn - o->test_mean * o->test_mean));
+    double sa = o->abs[4], sr = o->rel[4];
+    switch (tol->check) {
+    case LD_CHECK_MAX: sa = o->abs_max; sr = o->rel_max; break;
+    case LD_CHECK_MEAN: sa = o->abs_mean; sr = o->rel_mean; break;
+    case LD_CHECK_MEDIAN: sa = o->abs[0]; sr = o->rel[0]; break;
+    default: break;
+    }
+    o->pass = tol->check == LD_CHECK_ELEMWISE ? o->n_fail == 0 : !(sa > tol->atol && sr > tol->rtol);
+    if (tol->nan_is_error && test_nan)
+        o->pass = false;
+    for (int k = 0; k < 3; k++)
+        free(e[k]);
+}
+
+/* Fills r (fp32) and t (fp32 or fp16) with one of several error shapes. */
+static void random_pair(ld_tensor *rt, ld_tensor *tt, int kind)
+{
+    int64_t n = rt->count;
+    float *r = rt->data;
+    for (int64_t i = 0; i < n; i++) {
+        float rv = (float)((urand() - 0.5) * 8), tv;
+        switch (kind) {
+        case 0: tv = rv + (float)((urand() - 0.5) * 1e-3); break;            /* small noise */
+        case 1: tv = rnd() % 3 ? rv : rv + 0.25f; break;                     /* heavy ties */
+        case 2: rv = 1.5f; tv = 1.75f; break;                                 /* all equal */
+        case 3: tv = rv * (float)(1 + ldexp(urand(), -(int)(rnd() % 30))); break; /* wide range */
+        case 4: /* NaN/inf mixes and zeros */
+            tv = rv + 1e-4f;
+            if (rnd() % 50 == 0) rv = NAN;
+            if (rnd() % 50 == 0) tv = NAN;
+            if (rnd() % 70 == 0) tv = INFINITY;
+            if (rnd() % 40 == 0) rv = 0;
+            break;
+        default: tv = rnd() % 2 ? rv : 0; break;                             /* zeros in t */
+        }
+        r[i] = rv;
+        if (tt->dtype == LD_DTYPE_FLOAT16)
+            ((ld_fp16 *)tt->data)[i] = ld_fp32_to_fp16(tv);
+        else
+            ((float *)tt->data)[i] = tv;
+    }
+}
+
+static void check_against_plain(const ld_tensor *rt, const ld_tensor *tt, ld_precision p,
+                                const ld_tolerance *tol, ld_compare_scratch *scratch,
+                                const char *label)
+{
+    plain o;
+    ld_tensor_metrics m;
+    ld_error err;
+    if (ld_compare_tensors(rt, tt, p, tol, scratch, label, &m, &err) != LD_OK)
+        fail_msg("%s: %s", label, err.message);
+    plain_metrics(rt, tt, p, tol, &o);
+    double got_abs[5] = {m.abs.median, m.abs.p90, m.abs.p95, m.abs.p99, m.abs.quantile};
+    double got_rel[5] = {m.rel.median, m.rel.p90, m.rel.p95, m.rel.p99, m.rel.quantile};
+    if (tol->check != LD_CHECK_QUANTILE) {
+        assert_true(isnan(m.abs.quantile) && isnan(m.rel.quantile));
+        got_abs[4] = o.abs[4];
+        got_rel[4] = o.rel[4];
+    }
+    for (int j = 0; j < 5; j++) {
+        if (got_abs[j] != o.abs[j] || got_rel[j] != o.rel[j])
+            fail_msg("%s: quantile %d: abs %.17g (want %.17g) rel %.17g (want %.17g)", label, j,
+                     got_abs[j], o.abs[j], got_rel[j], o.rel[j]);
+    }
+    if (m.ulp.p99 != o.ulp_p99 || m.abs.max != o.abs_max || m.rel.max != o.rel_max ||
+        m.ulp.max != o.ulp_max)
+        fail_msg("%s: ulp p99 %.17g/%.17g or maxima differ", label, m.ulp.p99, o.ulp_p99);
+    if (m.abs.max_index != o.abs_idx || m.rel.max_index != o.rel_idx ||
+        m.ulp.max_index != o.ulp_idx)
+        fail_msg("%s: max index %lld %lld %lld, want %lld %lld %lld", label,
+                 (long long)m.abs.max_index, (long long)m.rel.max_index,
+                 (long long)m.ulp.max_index, (long long)o.abs_idx, (long long)o.rel_idx,
+                 (long long)o.ulp_idx);
+    assert_int_equal(m.n_fail, o.n_fail);
+    assert_int_equal(m.first_fail_index, o.first_fail);
+    assert_int_equal(m.special_mismatch, o.mismatch);
+    assert_int_equal(m.rel_tiny_ref, o.tiny);
+    assert_int_equal(m.underflow_zero, o.under);
+    assert_int_equal(m.would_overflow, o.over);
+    assert_int_equal(m.pass, o.pass);
+    assert_close(m.abs.mean, o.abs_mean, 1e-9);
+    assert_close(m.rel.mean, o.rel_mean, 1e-9);
+    assert_close(m.ulp.mean, o.ulp_mean, 1e-9);
+    assert_close(m.cosine, o.cosine, 1e-9);
+    assert_close(m.ref.mean, o.ref_mean, 1e-9);
+    assert_close(m.test.mean, o.test_mean, 1e-9);
+    /* the plain variance cancels: compare on the scale of the values */
+    if (fabs(m.ref.std - o.ref_std) > 1e-6 * (fabs(o.ref_std) + fabs(o.ref_mean)) ||
+        fabs(m.test.std - o.test_std) > 1e-6 * (fabs(o.test_std) + fabs(o.test_mean)))
+        fail_msg("%s: std %.17g %.17g, want %.17g %.17g", label, m.ref.std, m.test.std,
+                 o.ref_std, o.test_std);
+}
+
+static void random_body(void)
+{
+    ld_compare_scratch *scratch = NULL;
+    ld_error err;
+    assert_int_equal(ld_compare_scratch_create(&scratch, &err), LD_OK);
+    /* sizes around the block and kept-errors limits, small and large */
+    int64_t sizes[] = {1, 2, 15, 17, 1000, 1024, 1025, 4099, 65536, 65537, 150001, 300000};
+    int case_no = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        for (int kind = 0; kind < 6; kind++) {
+            int64_t n = sizes[si];
+            bool fp16 = (case_no++ % 2) == 1;
+            ld_tensor *rt = make_tensor(LD_DTYPE_FLOAT32, 1, &n);
+            ld_tensor *tt = make_tensor(fp16 ? LD_DTYPE_FLOAT16 : LD_DTYPE_FLOAT32, 1, &n);
+            random_pair(rt, tt, kind);
+            ld_precision p = fp16 ? LD_PRECISION_FP16 : (kind % 2 ? LD_PRECISION_FP32 : LD_PRECISION_BF16);
+            ld_tolerance tol = tolerance(1e-4, 1e-3);
+            tol.mode = kind % 3 == 2 ? LD_TOL_ALLCLOSE : LD_TOL_POLYGRAPHY;
+            tol.check = (ld_check_stat)(case_no % 5);
+            tol.quantile = urand();
+            tol.nan_is_error = kind == 4 && si % 2;
+            char label[96];
+            snprintf(label, sizeof label, "n=%lld kind=%d fp16=%d", (long long)n, kind, fp16);
+            check_against_plain(rt, tt, p, &tol, scratch, label);
+            ld_tensor_destroy(rt);
+            ld_tensor_destroy(tt);
+        }
+    }
+    /* the sampled intervals held every rank: no exact recomputation was needed */
+    assert_int_equal(cmp_scratch_recomputed(scratch), 0);
+    ld_compare_scratch_destroy(scratch);
+}
+
+static void test_random_against_plain(void **state)
+{
+    (void)state;
+    both_kernels(random_body);
+}
+
+/* Intervals that always miss: the exact recomputation answers instead. */
+static void test_bracket_miss_recomputes(void **state)
+{
+    (void)state;
+    double saved = qsel_bracket_sigmas;
+    qsel_bracket_sigmas = -50;
+    int64_t n = 200000;
+    ld_compare_scratch *scratch = NULL;
+    ld_error err;
+    assert_int_equal(ld_compare_scratch_create(&scratch, &err), LD_OK);
+    for (int kind = 0; kind < 3; kind++) {
+        ld_tensor *rt = make_tensor(LD_DTYPE_FLOAT32, 1, &n);
+        ld_tensor *tt = make_tensor(LD_DTYPE_FLOAT32, 1, &n);
+        random_pair(rt, tt, kind == 2 ? 3 : kind);
+        ld_tolerance tol = tolerance(1e-4, 1e-3);
+        tol.check = LD_CHECK_QUANTILE;
+        tol.quantile = 0.3;
+        check_against_plain(rt, tt, LD_PRECISION_FP32, &tol, scratch, "missed intervals");
+        assert_int_equal(cmp_scratch_recomputed(scratch), kind + 1);
+        ld_tensor_destroy(rt);
+        ld_tensor_destroy(tt);
+    }
+    ld_compare_scratch_destroy(scratch);
+    qsel_bracket_sigmas = saved;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_identical),
+        cmocka_unit_test(test_small_by_hand),
+        cmocka_unit_test(test_percentiles),
+        cmocka_unit_test(test_nan_and_inf),
+        cmocka_unit_test(test_subnormals),
+        cmocka_unit_test(test_empty_and_scalar),
+        cmocka_unit_test(test_fp16_against_fp32),
+        cmocka_unit_test(test_shape_and_dtype_errors),
+        cmocka_unit_test(test_integers_exact),
+        cmocka_unit_test(test_element_rules),
+        cmocka_unit_test(test_check_stats),
+        cmocka_unit_test(test_overflow_by_precision),
+        cmocka_unit_test(test_float64_and_default_tolerance),
+        cmocka_unit_test(test_select_against_qsort),
+        cmocka_unit_test(test_random_against_plain),
+        cmocka_unit_test(test_bracket_miss_recomputes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,291 @@
+/* Unit tests for the float32 convolution fast paths of backends/kernels/:
+ * the AVX-512 direct convolution (conv_direct.c) on random geometries
+ * (1-D, 2-D, 3-D; strides 1 and 2 in the innermost dimension, others in the
+ * outer ones; dilations; asymmetric padding; channel counts that fill no
+ * tile; planes narrower and wider than a vector; bias or none), against
+ *   - a scalar emulation of its documented order (fmaf over c, kd, kh, kw
+ *     from +0, then + bias): bit for bit;
+ *   - a double-precision reference: within (K + 2) u sum|x*w| + u|bias|;
+ *   - itself on 1 and 2 threads: bit for bit;
+ * and padding semantics (an infinite weight times a padding zero is NaN, as
+ * with im2col). Skipped with a message on CPUs without AVX-512F. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/kernels/conv_common.h"
+#include "backends/kernels/conv_direct.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static uint64_t next_u64(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static int64_t pick(int64_t lo, int64_t hi) /* uniform in [lo, hi] */
+{
+    return lo + (int64_t)(next_u64() % (uint64_t)(hi - lo + 1));
+}
+
+static float uniform(void)
+{
+    return (float)((double)(next_u64() >> 11) / (double)(1ull << 53) * 2.0 - 1.0);
+}
+
+/* Geometry of nd spatial dims with sizes in[], kernels k[], strides s[],
+ * dilations d[], pads pb[]/pe[]; false when the output would be empty. */
+static bool make_geom(ld_window_geom *g, int nd, const int64_t *in, const int64_t *k,
+                      const int64_t *s, const int64_t *d, const int64_t *pb, const int64_t *pe)
+{
+    memset(g, 0, sizeof *g);
+    g->nd = nd;
+    for (int i = 0; i < nd; i++) {
+        g->in[i] = in[i], g->k[i] = k[i], g->s[i] = s[i], g->d[i] = d[i];
+        g->pb[i] = pb[i], g->pe[i] = pe[i];
+        int64_t span = in[i] + pb[i] + pe[i] - ((k[i] - 1) * d[i] + 1);
+        if (span < 0)
+            return false;
+        g->out[i] = span / s[i] + 1;
+    }
+    ld_window_geom_finish(g);
+    return true;
+}
+
+typedef struct conv_case {
+    ld_window_geom g;
+    int64_t C, M;
+    float *x, *w, *b; /* b may be NULL */
+} conv_case;
+
+/* Input value feeding output o (3-D index) through tap (kd, kh, kw) of
+ * channel c, or 0 in the padding (*inside false). */
+static float tap_input(const conv_case *t, int64_t c, const int64_t *o, int64_t kd, int64_t kh,
+                       int64_t kw, bool *inside)
+{
+    const ld_window_geom *g = &t->g;
+    int64_t kk[3] = {kd, kh, kw}, pos[3];
+    *inside = true;
+    for (int i = 0; i < 3; i++) {
+        pos[i] = o[i] * g->s[i] - g->pb[i] + kk[i] * g->d[i];
+        if (pos[i] < 0 || pos[i] >= g->in[i])
+            *inside = false;
+    }
+    if (!*inside)
+        return 0.0f;
+    return t->x[c * g->in_size + (pos[0] * g->in[1] + pos[1]) * g->in[2] + pos[2]];
+}
+
+/* The kernel's documented arithmetic, one output at a time, and the double
+ * reference with its error bound. */
+static void reference(const conv_case *t, float *emulated, double *exact, double *bound)
+{
+    const ld_window_geom *g = &t->g;
+    const double u = ldexp(1.0, -24);
+    int64_t K = t->C * g->k_size;
+    for (int64_t m = 0; m < t->M; m++)
+        for (int64_t p = 0; p < g->out_size; p++) {
+            int64_t o[3] = {p / (g->out[1] * g->out[2]), p / g->out[2] % g->out[1], p % g->out[2]};
+            float acc = 0.0f;
+            double sum = 0.0, mag = 0.0;
+            for (int64_t c = 0; c < t->C; c++)
+                for (int64_t kd = 0; kd < g->k[0]; kd++)
+                    for (int64_t kh = 0; kh < g->k[1]; kh++)
+                        for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                            bool inside;
+                            float xv = tap_input(t, c, o, kd, kh, kw, &inside);
+                            float wv = t->w[(m * t->C + c) * g->k_size +
+                                            (kd * g->k[1] + kh) * g->k[2] + kw];
+                            acc = fmaf(xv, wv, acc);
+                            sum += (double)xv * wv;
+                            mag += fabs((double)xv * wv);
+                        }
+            double bias = t->b ? t->b[m] : 0.0;
+            emulated[m * g->out_size + p] = t->b ? acc + t->b[m] : acc;
+            exact[m * g->out_size + p] = sum + bias;
+            bound[m * g->out_size + p] = (double)(K + 2) * u * mag + u * fabs(bias) + 1e-30;
+        }
+}
+
+static float *random_floats(int64_t n)
+{
+    float *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = uniform();
+    return v;
+}
+
+static float *run_direct(const conv_case *t, int threads)
+{
+    float *y = malloc((size_t)(t->M * t->g.out_size) * sizeof *y);
+    size_t floats = ld_conv_direct_scratch_floats(&t->g, t->C, t->M, threads);
+    float *scratch = aligned_alloc(64, (floats * sizeof *scratch + 63) / 64 * 64);
+    assert_non_null(y);
+    assert_non_null(scratch);
+    ld_conv_direct_f32(t->x, t->w, t->b, y, t->C, t->M, &t->g, scratch, threads);
+    free(scratch);
+    return y;
+}
+
+static void check_case(const conv_case *t, const char *label)
+{
+    int64_t n = t->M * t->g.out_size;
+    float *emulated = malloc((size_t)n * sizeof *emulated);
+    double *exact = malloc((size_t)n * sizeof *exact), *bound = malloc((size_t)n * sizeof *bound);
+    assert_true(emulated && exact && bound);
+    reference(t, emulated, exact, bound);
+    float *y1 = run_direct(t, 1), *y2 = run_direct(t, 2);
+    for (int64_t i = 0; i < n; i++) {
+        if (memcmp(&y1[i], &emulated[i], sizeof(float)) != 0 ||
+            fabs((double)y1[i] - exact[i]) > bound[i]) {
+            fprintf(stderr, "%s: element %lld: direct %.9g, emulated %.9g, exact %.17g (bound "
+                    "%.3g)\n", label, (long long)i, (double)y1[i], (double)emulated[i], exact[i],
+                    bound[i]);
+            fail();
+        }
+    }
+    assert_memory_equal(y1, y2, (size_t)n * sizeof *y1);
+    free(emulated), free(exact), free(bound), free(y1), free(y2);
+}
+
+static void skip_without_avx512(void)
+{
+    if (!ld_conv_direct_available()) {
+        printf("# skipped: this CPU has no AVX-512F\n");
+        skip();
+    }
+}
+
+/* Random geometries of every rank the kernel takes. */
+static void test_direct_random(void **state)
+{
+    (void)state;
+    skip_without_avx512();
+    int done = 0;
+    for (int trial = 0; done < 120 && trial < 1000; trial++) {
+        int nd = (int)pick(1, 3);
+        int64_t in[3], k[3], s[3], d[3], pb[3], pe[3];
+        for (int i = 0; i < nd; i++) {
+            bool inner = i == nd - 1;
+            in[i] = inner ? pick(1, 70) : pick(1, nd == 3 ? 6 : 12);
+            k[i] = pick(1, inner ? 5 : 3);
+            s[i] = pick(1, inner ? 2 : 3);
+            d[i] = pick(1, 10) <= 8 ? 1 : 2;
+            pb[i] = pick(0, k[i] > 1 ? 2 : 1);
+            pe[i] = pick(0, k[i] > 1 ? 2 : 1);
+        }
+        conv_case t = {.C = pick(1, 20), .M = pick(1, 40)};
+        if (!make_geom(&t.g, nd, in, k, s, d, pb, pe) || !ld_conv_direct_fits(&t.g, t.C, t.M))
+            continue;
+        if (t.M * t.C * t.g.k_size * t.g.out_size > 4000000)
+            continue;
+        t.x = random_floats(t.C * t.g.in_size);
+        t.w = random_floats(t.M * t.C * t.g.k_size);
+        t.b = pick(0, 1) ? random_floats(t.M) : NULL;
+        char label[160];
+        snprintf(label, sizeof label, "trial %d: nd %d, C %lld, M %lld, in %lldx%lldx%lld, "
+                 "k %lldx%lldx%lld, s %lld", trial, nd, (long long)t.C, (long long)t.M,
+                 (long long)t.g.in[0], (long long)t.g.in[1], (long long)t.g.in[2],
+                 (long long)t.g.k[0], (long long)t.g.k[1], (long long)t.g.k[2],
+                 (long long)t.g.s[2]);
+        check_case(&t, label);
+        free(t.x), free(t.w), free(t.b);
+        done++;
+    }
+    assert_true(done >= 100);
+}
+
+/* The shapes PaddleOCR det runs (smaller planes), which pick every tile
+ * variant, and a product large enough to run on two threads. */
+static void test_direct_model_shapes(void **state)
+{
+    (void)state;
+    skip_without_avx512();
+    static const int64_t shapes[][6] = {
+        /* C, M, H = W, k, stride, pad */
+        {96, 24, 40, 3, 1, 1}, {3, 16, 64, 3, 2, 1}, {16, 32, 48, 1, 1, 0},
+        {12, 96, 20, 1, 1, 0}, {384, 360, 8, 1, 1, 0}, {48, 12, 33, 1, 1, 0},
+        {32, 8, 17, 5, 2, 2}, {64, 4, 50, 3, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int64_t *sh = shapes[i];
+        int64_t in[2] = {sh[2], sh[2]}, k[2] = {sh[3], sh[3]}, s[2] = {sh[4], sh[4]};
+        int64_t d[2] = {1, 1}, p[2] = {sh[5], sh[5]};
+        conv_case t = {.C = sh[0], .M = sh[1]};
+        assert_true(make_geom(&t.g, 2, in, k, s, d, p, p));
+        assert_true(ld_conv_direct_fits(&t.g, t.C, t.M));
+        t.x = random_floats(t.C * t.g.in_size);
+        t.w = random_floats(t.M * t.C * t.g.k_size);
+        t.b = i % 2 ? NULL : random_floats(t.M);
+        char label[64];
+        snprintf(label, sizeof label, "model shape %zu", i);
+        check_case(&t, label);
+        free(t.x), free(t.w), free(t.b);
+    }
+}
+
+/* An infinite weight meets the zero padding at the border: NaN there, as
+ * in the im2col path (0 * inf); inside, +-inf. */
+static void test_direct_padding_nan(void **state)
+{
+    (void)state;
+    skip_without_avx512();
+    int64_t in[2] = {5, 20}, k[2] = {3, 3}, s[2] = {1, 1}, d[2] = {1, 1}, p[2] = {1, 1};
+    conv_case t = {.C = 1, .M = 1};
+    assert_true(make_geom(&t.g, 2, in, k, s, d, p, p));
+    t.x = random_floats(t.g.in_size);
+    for (int64_t i = 0; i < t.g.in_size; i++)
+        t.x[i] = 1.0f;
+    t.w = random_floats(9);
+    for (int i = 0; i < 9; i++)
+        t.w[i] = 0.0f;
+    t.w[0] = INFINITY; /* tap (0, 0): outside for the first row and column */
+    float *y = run_direct(&t, 1);
+    for (int64_t oh = 0; oh < 5; oh++)
+        for (int64_t ow = 0; ow < 20; ow++) {
+            float v = y[oh * 20 + ow];
+            if (oh == 0 || ow == 0)
+                assert_true(isnan(v));
+            else
+                assert_true(isinf(v) && v > 0);
+        }
+    free(y), free(t.x), free(t.w);
+}
+
+/* Limits: what fits and what does not. */
+static void test_direct_fits(void **state)
+{
+    (void)state;
+    int64_t in[2] = {9, 40}, d[2] = {1, 1}, p[2] = {0, 0};
+    ld_window_geom g;
+    int64_t k3[2] = {3, 3}, s2[2] = {1, 2}, s3[2] = {1, 3}, k17[2] = {1, 17};
+    assert_true(make_geom(&g, 2, in, k3, s2, d, p, p));
+    assert_true(ld_conv_direct_fits(&g, 4, 4));
+    assert_false(ld_conv_direct_fits(&g, 0, 4));
+    assert_true(make_geom(&g, 2, in, k3, s3, d, p, p));
+    assert_false(ld_conv_direct_fits(&g, 4, 4)); /* innermost stride 3 */
+    assert_true(make_geom(&g, 2, in, k17, s2, d, p, p));
+    assert_false(ld_conv_direct_fits(&g, 4, 4)); /* kernel width 17 */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_direct_fits),
+        cmocka_unit_test(test_direct_padding_nan),
+        cmocka_unit_test(test_direct_model_shapes),
+        cmocka_unit_test(test_direct_random),
+    };
+    return cmocka_run_group_tests_name("conv_fast", tests, NULL, NULL);
+}
