@@ -315,4 +315,37 @@ for name in ('/stem/conv/Conv_output_0', 'output'):
   rm -f cc.h5
 done
 
+# Story 1, the fix and the bug report: bisect names layers of the overflowing
+# LayerNorm (its Pow first: it overflows on its own), and reduce --origin writes
+# a repro around that Pow that still overflows.
+case_begin "story 1: bisect keeps the first LayerNorm's Pow in fp32, verified"
+run "$L" bisect "$CLIP" --fp16 --input-shapes batch:1 --val-range 'input_ids:[0,63]' -o bis -q
+expect_exit 0
+expect_file_exists bis/bisect.json
+expect_true "bisect.json: verified set holding layers.0/layer_norm1/Pow, which overflows" "$PY" -c "
+import json, sys
+d = json.load(open('bis/bisect.json'))
+assert d['found'] and d['verified'] and d['one_minimal'], d
+nodes = [l['node'] for l in d['layers']]
+assert '/text_model/encoder/layers.0/layer_norm1/Pow' in nodes, nodes
+assert all(l['overflow'] for l in d['layers'] if l['node'].endswith('layer_norm1/Pow'))
+"
+expect_true "trtexec flags name the Pow exactly" grep -q "layers.0/layer_norm1/Pow:fp32" bis/trtexec-flags.txt
+
+case_begin "story 1: reduce --origin writes a repro that still overflows"
+run "$L" reduce "$CLIP" --fp16 --input-shapes batch:1 --val-range 'input_ids:[0,63]' --origin \
+    -o repro.onnx
+expect_exit 0
+expect_stdout_contains "still diverges"
+expect_file_exists repro.onnx
+expect_file_exists repro.h5
+run "$L" run repro.onnx --load-inputs repro.h5 --fp16 --report-json repro.json
+expect_exit 1
+expect_true "the repro's origin is the Pow, with an overflow" "$PY" -c "
+import json
+d = json.load(open('repro.json'))
+origins = [o['node'] for o in d['summary']['origins']]
+assert origins == ['/text_model/encoder/layers.0/layer_norm1/Pow'], origins
+"
+
 finish
