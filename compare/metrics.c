@@ -23,6 +23,8 @@
 #define SAMPLE_MIN 4096       /* 16 sqrt(n) within these bounds, a multiple of CMP_BLOCK */
 #define SELECT_TMP_MAX (1 << 22) /* selection among more kept errors uses no extra room */
 
+int64_t cmp_pairs_limit = INT64_MAX;
+
 struct ld_compare_scratch {
     double *full;             /* kept errors, one n-array per measure kept */
     size_t full_cap;          /* in doubles */
@@ -452,6 +454,7 @@ static ld_status plan_intervals(cmp_pass *ps, const wanted_ranks *w, qsel *q, co
     memset(&ps->pairs, 0, sizeof ps->pairs);
     if (ps->fast) {
         pairs = pairs < (size_t)n ? pairs : (size_t)n;
+        pairs = (int64_t)pairs < cmp_pairs_limit ? pairs : (size_t)cmp_pairs_limit;
         /* r and t as floats side by side: pairs + 16 each */
         if ((st = reserve(&s->pairs, &s->pairs_cap, pairs + 16, what, err)) != LD_OK)
             return st;

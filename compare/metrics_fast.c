@@ -17,11 +17,12 @@
  *    exactly afterwards;
  *  - for large tensors, the order-statistics intervals (quantile.c): each
  *    measure's errors get their keys (qsel_key: the high half of the
- *    double's bits, one permute for 16) compared with the interval bounds,
- *    and the (r, t) pairs of the elements inside any interval are
- *    compressed straight from the registers, one compress for all three
- *    measures; cmp_fast_expand recomputes their errors afterwards, so no
- *    error is ever stored and read back.
+ *    double's bits, one permute for 16; abs and rel then mapped to 16 bits,
+ *    qsel_key_of, and compared side by side, 32 lanes per compare) compared
+ *    with the interval bounds, and the (r, t) pairs of the elements inside
+ *    any interval are compressed straight from the registers, one compress
+ *    for all three measures; cmp_fast_expand recomputes their errors
+ *    afterwards, so no error is ever stored and read back.
  * Element by element it gives the same errors and verdicts as the portable
  * kernel (cmp_block_double); sums differ only in summation order (and fused
  * multiply-adds), i.e. in the last bits. Blocks holding NaN or infinity are
@@ -107,26 +108,38 @@ TARGET static INLINE __m512i keys16(__m512d lo, __m512d hi)
     return _mm512_permutex2var_epi32(_mm512_castpd_si512(lo), odd, _mm512_castpd_si512(hi));
 }
 
-/* ---- the kernel ---- */
-
-/* The narrow keys of a measure (qsel_key_of): 16 wide keys mapped. */
+/* The narrow keys of a measure (qsel_key_of) for 16 wide keys: packed to
+ * int16 (the saturation does the clamping), or in int32 lanes. */
 typedef struct narrow_map {
-    __m512i base, top;
+    __m512i bias;
     __m128i shift;
 } narrow_map;
 
 TARGET static INLINE narrow_map narrow_setup(const qsel *q)
 {
-    narrow_map m = {_mm512_set1_epi32((int)q->base), _mm512_set1_epi32((int)q->top),
-                    _mm_cvtsi32_si128(q->shift)};
+    narrow_map m = {_mm512_set1_epi32(q->bias), _mm_cvtsi32_si128(q->shift)};
     return m;
 }
 
-TARGET static INLINE __m512i narrow16(const narrow_map *m, __m512i key)
+TARGET static INLINE __m512i narrow_unclamped(const narrow_map *m, __m512i key)
 {
-    key = _mm512_min_epu32(_mm512_max_epu32(key, m->base), m->top);
-    return _mm512_srl_epi32(_mm512_sub_epi32(key, m->base), m->shift);
+    key = _mm512_sra_epi32(_mm512_sub_epi32(key, _mm512_set1_epi32(1)), m->shift);
+    return _mm512_sub_epi32(key, m->bias);
 }
+
+TARGET static INLINE __m256i narrow16(const narrow_map *m, __m512i key)
+{
+    return _mm512_cvtsepi32_epi16(narrow_unclamped(m, key)); /* saturating */
+}
+
+TARGET static INLINE __m512i narrow32(const narrow_map *m, __m512i key)
+{
+    return _mm512_min_epi32(_mm512_max_epi32(narrow_unclamped(m, key),
+                                             _mm512_set1_epi32(INT16_MIN)),
+                            _mm512_set1_epi32(INT16_MAX));
+}
+
+/* ---- the kernel ---- */
 
 /* What one call judges and where its by-products go. */
 typedef struct kernel_args {
@@ -134,8 +147,8 @@ typedef struct kernel_args {
     const float *r, *t;
     int m16;                                    /* elements, a multiple of 16 */
     double *store[CMP_MEASURES];                /* store mode: every error */
-    uint32_t lo[CMP_MEASURES][QSEL_MAX_RANKS];  /* feed mode: interval bounds (pads */
-    uint32_t hi[CMP_MEASURES][QSEL_MAX_RANKS];  /* have lo > every key > hi) */
+    int32_t lo[CMP_MEASURES][QSEL_MAX_RANKS];   /* feed mode: interval bounds (pads */
+    int32_t hi[CMP_MEASURES][QSEL_MAX_RANKS];   /* have lo > every key > hi) */
     const qsel *q;                              /* feed mode: the narrow maps */
     float *kept_r, *kept_t;                     /* feed mode: pairs inside an interval */
 } kernel_args;
@@ -145,7 +158,7 @@ typedef struct kernel_result {
     double sum[CMP_MEASURES], dd, r1, r2, t1, t2;
     double max[CMP_MEASURES];
     float r_min, r_max, t_min, t_max;
-    uint32_t min_abs_r, min_abs_t, min_diff; /* |x| as bits */
+    uint32_t min_abs, min_diff; /* the smallest |r| or |t|, and |t - r|, as bits */
     bool maybe_fail;
     int64_t kept;
     int64_t ge[CMP_MEASURES][QSEL_MAX_RANKS];
@@ -207,18 +220,19 @@ TARGET static INLINE void half8(const consts *c, __m256 rf, __m256 tf, const boo
 }
 
 /* abs and rel at once: their narrow keys side by side as 32 16-bit lanes
- * (abs in the low 16), against nv intervals each; ge counts the keys >=
- * lo[v] of each. Returns the elements inside an interval of either. */
+ * (abs in the low 16), against nv intervals each; ge[v] counts, per lane,
+ * the keys >= lo[v] (a block adds at most CMP_BLOCK / 16 to a lane). Returns
+ * the elements inside an interval of either. */
+_Static_assert(CMP_BLOCK / 16 <= INT16_MAX, "16-bit lane counts");
 TARGET static INLINE __mmask16 intervals32(const __m512i *lo, const __m512i *hi, int nv,
-                                          __m512i key, int64_t *ge_abs, int64_t *ge_rel)
+                                          __m512i key, __m512i *ge)
 {
     __mmask32 in = 0;
 #pragma GCC unroll 8
     for (int v = 0; v < nv; v++) {
-        __mmask32 above_lo = _mm512_cmp_epu16_mask(key, lo[v], _MM_CMPINT_NLT);
-        in = _kor_mask32(in, _mm512_mask_cmp_epu16_mask(above_lo, key, hi[v], _MM_CMPINT_LE));
-        ge_abs[v] += __builtin_popcount(above_lo & 0xffff);
-        ge_rel[v] += __builtin_popcount(above_lo >> 16);
+        __mmask32 above_lo = _mm512_cmp_epi16_mask(key, lo[v], _MM_CMPINT_NLT);
+        in = _kor_mask32(in, _mm512_mask_cmp_epi16_mask(above_lo, key, hi[v], _MM_CMPINT_LE));
+        ge[v] = _mm512_mask_sub_epi16(ge[v], above_lo, ge[v], _mm512_set1_epi16(-1));
     }
     return (__mmask16)(in | (in >> 16));
 }
@@ -231,8 +245,8 @@ TARGET static INLINE __mmask16 intervals16(const __m512i *lo, const __m512i *hi,
     __mmask16 in = 0;
 #pragma GCC unroll 8
     for (int v = 0; v < nv; v++) {
-        __mmask16 above_lo = _mm512_cmp_epu32_mask(key, lo[v], _MM_CMPINT_NLT);
-        in = _kor_mask16(in, _mm512_mask_cmp_epu32_mask(above_lo, key, hi[v], _MM_CMPINT_LE));
+        __mmask16 above_lo = _mm512_cmp_epi32_mask(key, lo[v], _MM_CMPINT_NLT);
+        in = _kor_mask16(in, _mm512_mask_cmp_epi32_mask(above_lo, key, hi[v], _MM_CMPINT_LE));
         ge[v] += __builtin_popcount(above_lo);
     }
     return in;
@@ -264,12 +278,15 @@ TARGET static INLINE void kernel(const kernel_args *A, kernel_result *R, const b
     const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
     __m512 r_min = _mm512_set1_ps(INFINITY), r_max = _mm512_set1_ps(-INFINITY);
     __m512 t_min = r_min, t_max = r_max;
-    __m512i min_abs_r = _mm512_set1_epi32(-1), min_abs_t = min_abs_r, min_diff = min_abs_r;
+    __m512i min_abs = _mm512_set1_epi32(-1), min_diff = min_abs;
     int64_t ge[CMP_MEASURES][QSEL_MAX_RANKS] = {{0}};
     float *kept_r = A->kept_r, *kept_t = A->kept_t;
     narrow_map map_abs, map_rel;
     __m512i lo2[QSEL_MAX_RANKS], hi2[QSEL_MAX_RANKS]; /* abs bound | rel bound, 16-bit */
+    __m512i ge2[QSEL_MAX_RANKS];                      /* abs | rel counts per lane */
     __m512i lo_u[QSEL_MAX_RANKS], hi_u[QSEL_MAX_RANKS];
+    for (int v = 0; v < nv; v++)
+        ge2[v] = _mm512_setzero_si512();
     if (nv + nu > 0) {
         map_abs = narrow_setup(&A->q[CMP_ABS]);
         map_rel = narrow_setup(&A->q[CMP_REL]);
@@ -292,8 +309,7 @@ TARGET static INLINE void kernel(const kernel_args *A, kernel_result *R, const b
         __m512i rb = _mm512_and_si512(_mm512_castps_si512(rf), abs_mask);
         __m512i tb = _mm512_and_si512(_mm512_castps_si512(tf), abs_mask);
         __m512i db = _mm512_and_si512(_mm512_castps_si512(_mm512_sub_ps(tf, rf)), abs_mask);
-        min_abs_r = _mm512_min_epu32(min_abs_r, rb);
-        min_abs_t = _mm512_min_epu32(min_abs_t, tb);
+        min_abs = _mm512_min_epu32(min_abs, _mm512_min_epu32(rb, tb));
         min_diff = _mm512_min_epu32(min_diff, db); /* 0 exactly where t == r */
         r_min = _mm512_min_ps(r_min, rf);
         r_max = _mm512_max_ps(r_max, rf);
@@ -316,10 +332,9 @@ TARGET static INLINE void kernel(const kernel_args *A, kernel_result *R, const b
             __mmask16 in = 0;
             if (nv > 0) {
                 __m512i both = _mm512_inserti64x4(
-                    _mm512_castsi256_si512(
-                        _mm512_cvtepi32_epi16(narrow16(&map_abs, keys16(lo.abs, hi.abs)))),
-                    _mm512_cvtepi32_epi16(narrow16(&map_rel, keys16(lo.rel, hi.rel))), 1);
-                in |= intervals32(lo2, hi2, nv, both, ge[CMP_ABS], ge[CMP_REL]);
+                    _mm512_castsi256_si512(narrow16(&map_abs, keys16(lo.abs, hi.abs))),
+                    narrow16(&map_rel, keys16(lo.rel, hi.rel)), 1);
+                in |= intervals32(lo2, hi2, nv, both, ge2);
             }
             if (nu > 0)
                 in |= intervals16(lo_u, hi_u, nu, keys16(lo.ulp, hi.ulp), ge[CMP_ULP]);
@@ -344,11 +359,16 @@ TARGET static INLINE void kernel(const kernel_args *A, kernel_result *R, const b
     R->r_max = _mm512_reduce_max_ps(r_max);
     R->t_min = _mm512_reduce_min_ps(t_min);
     R->t_max = _mm512_reduce_max_ps(t_max);
-    R->min_abs_r = (uint32_t)_mm512_reduce_min_epu32(min_abs_r);
-    R->min_abs_t = (uint32_t)_mm512_reduce_min_epu32(min_abs_t);
+    R->min_abs = (uint32_t)_mm512_reduce_min_epu32(min_abs);
     R->min_diff = (uint32_t)_mm512_reduce_min_epu32(min_diff);
     R->maybe_fail = _mm512_movepi64_mask(s.fail) != 0;
     R->kept = kept_r - A->kept_r;
+    for (int v = 0; v < nv; v++) { /* the per-lane counts: abs in the low 16, rel above */
+        ge[CMP_ABS][v] = _mm512_reduce_add_epi32(
+            _mm512_cvtepi16_epi32(_mm512_castsi512_si256(ge2[v])));
+        ge[CMP_REL][v] = _mm512_reduce_add_epi32(
+            _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(ge2[v], 1)));
+    }
     memcpy(R->ge, ge, sizeof ge);
 }
 
@@ -493,9 +513,10 @@ static void commit(const cmp_params *p, const kernel_args *A, const kernel_resul
     /* zeros, subnormals, tiny or overflowing references, exact matches: none
        unless one of these extremes says so */
     float max_abs_r = -R->r_min > R->r_max ? -R->r_min : R->r_max;
-    bool ref_side = R->min_abs_r < float_bits(p->ref_min_normal) ||
-                    R->min_abs_r < float_bits(p->prec_min_normal) || max_abs_r > p->prec_max;
-    bool test_side = R->min_abs_t < float_bits(p->test_min_normal);
+    bool small = R->min_abs < float_bits(p->ref_min_normal) ||
+                 R->min_abs < float_bits(p->prec_min_normal) ||
+                 R->min_abs < float_bits(p->test_min_normal);
+    bool ref_side = small || max_abs_r > p->prec_max, test_side = small;
     bool equal_pairs = R->min_diff == 0;
     if (ref_side || test_side || equal_pairs)
         count_specials(p, A->r, A->t, m16, ref_side, test_side, equal_pairs, acc);
@@ -539,8 +560,8 @@ static kernel_fn prepare_feed(const cmp_params *p, kernel_args *A, const qsel *q
 {
     for (int k = 0; k < CMP_MEASURES; k++)
         for (int v = 0; v < QSEL_MAX_RANKS; v++) {
-            A->lo[k][v] = v < q[k].n_iv ? q[k].lo[v] : q[k].narrow ? 0xffff : UINT32_MAX;
-            A->hi[k][v] = v < q[k].n_iv ? q[k].hi[v] : 0;
+            A->lo[k][v] = v < q[k].n_iv ? q[k].lo[v] : q[k].narrow ? INT16_MAX : INT32_MAX;
+            A->hi[k][v] = v < q[k].n_iv ? q[k].hi[v] : q[k].narrow ? INT16_MIN : INT32_MIN;
         }
     A->q = q;
     bool five = q[CMP_ABS].n_iv > 4 || q[CMP_REL].n_iv > 4;
@@ -642,8 +663,8 @@ TARGET static INLINE void expand_n(const cmp_params *p, const float *r, const fl
         map[k] = narrow_setup(&q[k]);
         for (int v = 0; v < nvk[k]; v++) {
             bool real = v < q[k].n_iv;
-            lo[k][v] = _mm512_set1_epi32(real ? (int)q[k].lo[v] : -1);
-            hi[k][v] = _mm512_set1_epi32(real ? (int)q[k].hi[v] : 0);
+            lo[k][v] = _mm512_set1_epi32(real ? q[k].lo[v] : INT32_MAX);
+            hi[k][v] = _mm512_set1_epi32(real ? q[k].hi[v] : INT32_MIN);
         }
         dst[k] = q[k].cand + q[k].n;
     }
@@ -657,12 +678,12 @@ TARGET static INLINE void expand_n(const cmp_params *p, const float *r, const fl
                 continue;
             __m512i key = keys16(e0[k], e1[k]);
             if (k != CMP_ULP) /* narrow, as the kernel compares them */
-                key = narrow16(&map[k], key);
+                key = narrow32(&map[k], key);
             __mmask16 in = 0;
 #pragma GCC unroll 8
             for (int v = 0; v < nvk[k]; v++) {
-                __mmask16 in_v = _mm512_mask_cmp_epu32_mask(
-                    _mm512_cmp_epu32_mask(key, lo[k][v], _MM_CMPINT_NLT), key, hi[k][v],
+                __mmask16 in_v = _mm512_mask_cmp_epi32_mask(
+                    _mm512_cmp_epi32_mask(key, lo[k][v], _MM_CMPINT_NLT), key, hi[k][v],
                     _MM_CMPINT_LE);
                 in_iv[k][v] += __builtin_popcount(in_v);
                 in |= in_v;

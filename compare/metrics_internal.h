@@ -2,13 +2,14 @@
  *
  * ld_compare_tensors (metrics.c) walks a tensor pair in blocks of
  * CMP_BLOCK elements. Each block is evaluated either by the portable
- * kernel (any dtypes, any values, in double) or, for blocks of finite
- * values held as float32 (float16/bfloat16 widened first), by the AVX-512
- * kernel (metrics_fast.c); both leave the block's abs/rel/ulp errors in
- * small buffers and add everything else into a cmp_acc. The order
- * statistics come from quantile.c: intervals around each wanted rank,
- * guessed from a sample and fed every block's errors (docs/metrics.md,
- * "How the order statistics are computed"). */
+ * kernel (metrics_portable.c: any dtypes, any values, in double) or, for
+ * blocks of finite values held as float32 (float16/bfloat16 widened
+ * first), by the AVX-512 kernel (metrics_fast.c); both add the block into
+ * a cmp_acc. The order statistics come from quantile.c: all errors kept
+ * and selected for small tensors; for large ones, intervals of keys around
+ * each wanted rank, planned from a sample, that every block's errors are
+ * counted against and kept inside (docs/metrics.md, "How the order
+ * statistics are computed"). */
 #ifndef LAYERDIFF_COMPARE_METRICS_INTERNAL_H
 #define LAYERDIFF_COMPARE_METRICS_INTERNAL_H
 
@@ -34,8 +35,8 @@ typedef struct cmp_params {
     double prec_max;           /* for would_overflow (+inf when not counted) */
     double ref_min_normal;     /* subnormal counting, by each side's own dtype */
     double test_min_normal;
-    double ref_shift;          /* side stats accumulate x - shift (a value of that side), */
-    double test_shift;         /* so the variance does not cancel catastrophically */
+    double ref_shift;          /* side stats accumulate x - shift (near that side's values, */
+    double test_shift;         /* or 0), so the variance does not cancel catastrophically */
     bool kernel_shifted;       /* the AVX-512 kernel subtracts the shifts (else it sums x
                                   itself: the shifts are small against the spread) */
 } cmp_params;
@@ -97,14 +98,16 @@ typedef struct qsel {
     int n_ranks;
     int64_t rank[QSEL_MAX_RANKS];
     int n_iv;
-    uint32_t lo[QSEL_MAX_RANKS], hi[QSEL_MAX_RANKS]; /* lo[i] <= hi[i] < lo[i + 1] */
+    int32_t lo[QSEL_MAX_RANKS], hi[QSEL_MAX_RANKS]; /* lo[i] <= hi[i] < lo[i + 1] */
     /* Narrow keys (abs and rel in the AVX-512 kernel, which compares the two
-       side by side as 16-bit numbers): key = (clamp(wide key, base, top) -
-       base) >> shift, a monotone map onto 0..65535 that leaves 0 and 65535
-       (everything below and above) outside every interval. */
+       side by side as 16-bit numbers): key = ((wide key - 1) >> shift) -
+       bias, the shift arithmetic and the result saturated to int16 - a
+       monotone map that keeps the intervals inside -32766..32766, everything
+       below and above them outside, and 0 (exact zeros) below everything
+       else. */
     bool narrow;
-    uint32_t base, top;
     int shift;
+    int32_t bias;
     int64_t ge[QSEL_MAX_RANKS];                   /* keys >= lo[i] seen */
     int64_t seen;
     int64_t in_iv[QSEL_MAX_RANKS];                /* errors kept in interval i */
@@ -114,15 +117,14 @@ typedef struct qsel {
 } qsel;
 
 /* The key of x as q compares it (narrow or not). */
-static inline uint32_t qsel_key_of(const qsel *q, double x)
+static inline int32_t qsel_key_of(const qsel *q, double x)
 {
     uint32_t k = qsel_key(x);
     if (!q->narrow)
-        return k;
-    k = k < q->base ? q->base : k > q->top ? q->top : k;
-    return (k - q->base) >> q->shift;
+        return (int32_t)k; /* an error is >= 0: its sign bit is clear */
+    int64_t v = (k == 0 ? -1 : (int64_t)((k - 1) >> q->shift)) - q->bias;
+    return v < INT16_MIN ? INT16_MIN : v > INT16_MAX ? INT16_MAX : (int32_t)v;
 }
-
 
 /* After a block of m elements the AVX-512 kernel fed: ge[i] keys were >=
  * lo[i] (the elements inside went to a cmp_pairs, see cmp_fast_expand). */
@@ -168,6 +170,13 @@ void cmp_fast_expand(const cmp_params *p, const cmp_pairs *pairs, qsel *q);
 /* Interval half-width in standard deviations of the sample rank (4).
  * Tests set it negative to force every interval to miss. */
 extern double qsel_bracket_sigmas;
+/* Tests: the same for the pivots of qsel_select_fast (3.5; negative makes
+ * every bracket miss), and limits on the room for kept errors per measure
+ * (qsel_cap_limit) and for the AVX-512 kernel's kept pairs (cmp_pairs_limit),
+ * to force the overflow paths. */
+extern double qsel_pivot_sigmas;
+extern int64_t qsel_cap_limit;
+extern int64_t cmp_pairs_limit;
 
 /* Plans q for `ranks` from the errors of s sampled elements of n (sample
  * is reordered; tmp NULL or room for s + 16 doubles), with narrow keys if

@@ -7,13 +7,17 @@
  *    highest bit where the remaining values differ, keeps the buckets that
  *    hold a wanted rank and recurses; all-equal ranges stop at once, so
  *    ties cost nothing. O(m) per level, at most 8 levels, no O(m^2) input.
+ *    qsel_select_fast does the same for large arrays by Floyd and Rivest's
+ *    method with vector passes (pivots from a sample bracket each rank; a
+ *    pass keeps what lies between them, about a tenth).
  *  - For large tensors, ld_compare_tensors does not keep the errors: it
- *    guesses from a sample an interval of float32 keys around every wanted
- *    rank (qsel_plan), and while the blocks stream by (qsel_feed) counts
- *    the errors below each interval and keeps those inside. The answer is
- *    then exact whenever the rank falls inside the kept errors; when it
- *    does not (rare: the interval is 4 sample standard deviations wide)
- *    the caller recomputes exactly. */
+ *    guesses from a sample an interval of keys (qsel_key: the high half of
+ *    the bit pattern) around every wanted rank (qsel_plan), and while the
+ *    blocks stream by counts the errors below each interval and keeps those
+ *    inside (qsel_feed here, or the AVX-512 kernel). The answer is then
+ *    exact whenever the rank falls inside the kept errors; when it does not
+ *    (rare: an interval spans 4 sample standard deviations each way) the
+ *    caller recomputes exactly. */
 #include <immintrin.h>
 #include <float.h>
 #include <math.h>
@@ -187,7 +191,7 @@ void qsel_block_done(qsel *q, int64_t m, const int64_t *ge)
 void qsel_feed(qsel *q, const double *x, int64_t m)
 {
     for (int64_t i = 0; i < m; i++) {
-        uint32_t key = qsel_key_of(q, x[i]);
+        int32_t key = qsel_key_of(q, x[i]);
         int inside = -1;
         for (int v = 0; v < q->n_iv; v++) {
             if (key >= q->lo[v]) {
@@ -213,6 +217,9 @@ void qsel_feed(qsel *q, const double *x, int64_t m)
 #define FR_SAMPLE 1024  /* elements sampled to choose each pass's pivots */
 
 #define SEL_TARGET __attribute__((target("avx512f,avx512dq,avx512bw,popcnt")))
+
+double qsel_pivot_sigmas = 3.5;
+int64_t qsel_cap_limit = INT64_MAX;
 
 /* One pass over src[0, len): how many are < lo (*below), and those in
  * [lo, hi] compressed to dst (room for len + 16; may be src, the writing
@@ -269,10 +276,14 @@ static void pivots(const double *v, int64_t len, int64_t j, double *lo, double *
     for (int i = 0; i < FR_SAMPLE; i++)
         sample[i] = v[(int64_t)((double)i * (double)len / FR_SAMPLE)];
     double f = ((double)j + 0.5) / (double)len, at = f * FR_SAMPLE;
-    double spread = 3.5 * sqrt(FR_SAMPLE * f * (1.0 - f)) + 2.0;
-    int64_t ranks[2] = {(int64_t)floor(at - spread), (int64_t)ceil(at + spread)};
-    ranks[0] = ranks[0] < 0 ? 0 : ranks[0];
-    ranks[1] = ranks[1] > FR_SAMPLE - 1 ? FR_SAMPLE - 1 : ranks[1];
+    double spread = qsel_pivot_sigmas * sqrt(FR_SAMPLE * f * (1.0 - f)) + 2.0;
+    if (qsel_pivot_sigmas < 0) { /* tests: a bracket far from the rank, to miss it */
+        at = (f < 0.5 ? 0.9 : 0.1) * FR_SAMPLE;
+        spread = 2.0;
+    }
+    double at_lo = floor(at - spread), at_hi = ceil(at + spread);
+    int64_t ranks[2] = {at_lo < 0 ? 0 : (int64_t)at_lo,
+                        at_hi > FR_SAMPLE - 1 ? FR_SAMPLE - 1 : (int64_t)at_hi};
     double piv[2];
     qsel_select(sample, FR_SAMPLE, ranks, 2, piv);
     *lo = piv[0];
@@ -451,22 +462,28 @@ SEL_TARGET static void count_inside_avx512(const qsel *q, const double *sample, 
     const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     __m512i lo[QSEL_MAX_RANKS], hi[QSEL_MAX_RANKS];
     for (int v = 0; v < q->n_iv; v++) {
-        lo[v] = _mm512_set1_epi32((int)q->lo[v]);
-        hi[v] = _mm512_set1_epi32((int)q->hi[v]);
+        lo[v] = _mm512_set1_epi32(q->lo[v]);
+        hi[v] = _mm512_set1_epi32(q->hi[v]);
         inside[v] = 0;
     }
     int64_t s16 = s & ~(int64_t)15;
-    const __m512i base = _mm512_set1_epi32((int)q->base), top = _mm512_set1_epi32((int)q->top);
+    const __m512i bias = _mm512_set1_epi32(q->bias);
+    const __m512i min16 = _mm512_set1_epi32(INT16_MIN), max16 = _mm512_set1_epi32(INT16_MAX);
     const __m128i shift = _mm_cvtsi32_si128(q->shift);
     for (int64_t i = 0; i < s16; i += 16) {
         __m512i key = _mm512_permutex2var_epi32(_mm512_loadu_si512(sample + i), odd,
                                                 _mm512_loadu_si512(sample + i + 8));
-        if (q->narrow)
-            key = _mm512_srl_epi32(
-                _mm512_sub_epi32(_mm512_min_epu32(_mm512_max_epu32(key, base), top), base), shift);
+        if (q->narrow) /* qsel_key_of */
+            key = _mm512_min_epi32(
+                _mm512_max_epi32(
+                    _mm512_sub_epi32(
+                        _mm512_sra_epi32(_mm512_sub_epi32(key, _mm512_set1_epi32(1)), shift),
+                        bias),
+                    min16),
+                max16);
         for (int v = 0; v < q->n_iv; v++)
-            inside[v] += __builtin_popcount(_mm512_mask_cmp_epu32_mask(
-                _mm512_cmp_epu32_mask(key, lo[v], _MM_CMPINT_NLT), key, hi[v], _MM_CMPINT_LE));
+            inside[v] += __builtin_popcount(_mm512_mask_cmp_epi32_mask(
+                _mm512_cmp_epi32_mask(key, lo[v], _MM_CMPINT_NLT), key, hi[v], _MM_CMPINT_LE));
     }
     for (int64_t i = s16; i < s; i++)
         for (int v = 0; v < q->n_iv; v++)
@@ -483,14 +500,14 @@ static void count_inside(const qsel *q, const double *sample, int64_t s, int64_t
     for (int v = 0; v < q->n_iv; v++)
         inside[v] = 0;
     for (int64_t i = 0; i < s; i++) {
-        uint32_t key = qsel_key_of(q, sample[i]);
+        int32_t key = qsel_key_of(q, sample[i]);
         for (int v = 0; v < q->n_iv; v++)
             inside[v] += (key >= q->lo[v]) & (key <= q->hi[v]);
     }
 }
 
-/* Intervals sorted by lo, merged where they overlap (or touch). */
-static void merge_intervals(qsel *q, int n_iv, const uint32_t *lo, const uint32_t *hi)
+/* Intervals sorted by lo, merged where they overlap. */
+static void merge_intervals(qsel *q, int n_iv, const int32_t *lo, const int32_t *hi)
 {
     q->n_iv = 0;
     for (int i = 0; i < n_iv; i++) {
@@ -505,34 +522,28 @@ static void merge_intervals(qsel *q, int n_iv, const uint32_t *lo, const uint32_
     }
 }
 
-/* Narrow keys for q's intervals: base just under the first, the smallest
- * shift that fits the last under 65535; the bounds mapped (a bound can only
- * move outward: more errors kept, never fewer) and merged again. */
+/* Narrow keys for q's intervals (qsel_key_of): the smallest shift that
+ * fits them into 65533 steps, the bias that puts the first at -32766; the
+ * bounds mapped (a bound can only move outward, the map rounding down: more
+ * errors kept, never fewer) and merged again. The wide bounds are >= 1. */
 static void narrow_keys(qsel *q)
 {
     q->narrow = true;
-    if (q->n_iv == 0) {
-        q->base = 0;
-        q->top = UINT32_MAX;
-        q->shift = 31;
+    q->shift = 30;
+    q->bias = 0;
+    if (q->n_iv == 0)
         return;
-    }
-    uint32_t first = q->lo[0], last = q->hi[q->n_iv - 1];
+    uint32_t first = (uint32_t)q->lo[0] - 1, last = (uint32_t)q->hi[q->n_iv - 1] - 1;
     int shift = 0;
-    while (shift < 31 && ((uint64_t)(last - first) >> shift) + 2 > 65534)
+    while ((last >> shift) - (first >> shift) > 65532)
         shift++;
-    uint64_t base = first > (1u << shift) ? first - (1u << shift) : 0;
-    uint64_t top = base + ((uint64_t)65535 << shift);
-    q->base = (uint32_t)base;
-    q->top = top > UINT32_MAX ? UINT32_MAX : (uint32_t)top;
     q->shift = shift;
-    uint32_t lo[QSEL_MAX_RANKS], hi[QSEL_MAX_RANKS];
+    q->bias = (int32_t)(first >> shift) + 32766;
+    int32_t lo[QSEL_MAX_RANKS], hi[QSEL_MAX_RANKS];
     int n_iv = q->n_iv;
-    for (int v = 0; v < n_iv; v++) {
-        lo[v] = (q->lo[v] - q->base) >> shift; /* inside [base, top] by construction */
-        hi[v] = (q->hi[v] - q->base) >> shift;
-        lo[v] = lo[v] < 1 ? 1 : lo[v]; /* 0 and 65535 stay outside */
-        hi[v] = hi[v] > 65534 ? 65534 : hi[v];
+    for (int v = 0; v < n_iv; v++) { /* within -32766..32766 by construction */
+        lo[v] = (int32_t)(((uint32_t)q->lo[v] - 1) >> shift) - q->bias;
+        hi[v] = (int32_t)(((uint32_t)q->hi[v] - 1) >> shift) - q->bias;
     }
     merge_intervals(q, n_iv, lo, hi);
 }
@@ -565,7 +576,7 @@ void qsel_plan(qsel *q, double *sample, int64_t s, int64_t n, const int64_t *ran
             at[j] = at[j - 1];
             at[j - 1] = t;
         }
-    /* the keys at those places: the key (float rounding) is monotone, so the
+    /* the keys at those places: the key is monotone in the error, so the
        key of the j-th smallest error is the j-th smallest key */
     double value[2 * QSEL_MAX_RANKS];
     if (tmp && cmp_fast_available() && s > FR_SMALL) {
@@ -574,18 +585,18 @@ void qsel_plan(qsel *q, double *sample, int64_t s, int64_t n, const int64_t *ran
     } else {
         qsel_select(sample, s, at, n_at, value);
     }
-    const uint32_t key_max = qsel_key(DBL_MAX); /* below +inf's */
-    uint32_t lo[QSEL_MAX_RANKS], hi[QSEL_MAX_RANKS];
+    const int32_t key_max = (int32_t)qsel_key(DBL_MAX); /* below +inf's */
+    int32_t lo[QSEL_MAX_RANKS], hi[QSEL_MAX_RANKS];
     int n_iv = 0;
     for (int i = 0; i < k; i++) {
         int64_t lp = lo_pos[i] < 0 ? 0 : lo_pos[i] > (double)(s - 1) ? s - 1 : (int64_t)lo_pos[i];
         int64_t hp = hi_pos[i] < 0 ? 0 : hi_pos[i] > (double)(s - 1) ? s - 1 : (int64_t)hi_pos[i];
-        uint32_t l = 0, h = UINT32_MAX;
+        int32_t l = 0, h = INT32_MAX;
         for (int j = 0; j < n_at; j++) {
             if (at[j] == lp && lo_pos[i] >= 0)
-                l = qsel_key(value[j]);
+                l = (int32_t)qsel_key(value[j]);
             if (at[j] == hp && hi_pos[i] <= (double)(s - 1))
-                h = qsel_key(value[j]);
+                h = (int32_t)qsel_key(value[j]);
         }
         /* zeros and +inf are counted by the kernels, never kept */
         l = l < 1 ? 1 : l;
@@ -611,6 +622,7 @@ void qsel_plan(qsel *q, double *sample, int64_t s, int64_t n, const int64_t *ran
         all += inside[v];
     double cap = 2.0 * ((double)all / (double)s) * (double)n + 4096.0;
     q->cap = cap >= (double)n ? n : (int64_t)cap;
+    q->cap = q->cap < qsel_cap_limit ? q->cap : qsel_cap_limit;
 }
 
 bool qsel_answer(qsel *q, int64_t n, int64_t zeros, int64_t infs, double *tmp, double *out)
