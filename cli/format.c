@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/term.h"
+#include "core/utf8.h"
 
 /* --- numbers and shapes ------------------------------------------------------ */
 
@@ -213,36 +214,6 @@ void ld_table_print(const ld_table *t, FILE *out, const char *indent, bool heade
 
 /* --- JSON -------------------------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s, or 0 when it is invalid. */
-static size_t utf8_sequence(const unsigned char *s)
-{
-    if (s[0] < 0x80)
-        return 1;
-    size_t n;
-    uint32_t cp;
-    if ((s[0] & 0xE0) == 0xC0) {
-        n = 2;
-        cp = s[0] & 0x1F;
-    } else if ((s[0] & 0xF0) == 0xE0) {
-        n = 3;
-        cp = s[0] & 0x0F;
-    } else if ((s[0] & 0xF8) == 0xF0) {
-        n = 4;
-        cp = s[0] & 0x07;
-    } else {
-        return 0;
-    }
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return n;
-}
-
 json_t *ld_json_string(const char *s)
 {
     if (!s)
@@ -251,24 +222,9 @@ json_t *ld_json_string(const char *s)
     if (j)
         return j;
     /* Not valid UTF-8 (ONNX names are bytes): replace bad bytes with U+FFFD. */
-    size_t len = strlen(s);
-    char *fixed = malloc(len * 3 + 1);
+    char *fixed = ld_utf8_sanitize(s);
     if (!fixed)
         return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < len;) {
-        size_t n = utf8_sequence((const unsigned char *)s + i);
-        if (n == 0) {
-            memcpy(fixed + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i++;
-        } else {
-            memcpy(fixed + o, s + i, n);
-            o += n;
-            i += n;
-        }
-    }
-    fixed[o] = '\0';
     j = json_string(fixed);
     free(fixed);
     return j;

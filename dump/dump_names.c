@@ -13,40 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
 #include "layerdiff/dump.h"
-
-/* Length of the well-formed UTF-8 sequence starting at s (RFC 3629: no
- * overlong forms, no surrogates, nothing above U+10FFFF), or 0. */
-static size_t utf8_sequence_length(const unsigned char *s)
-{
-    unsigned char c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF)
-        len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else
-        return 0;
-    if (s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++)
-        if (s[i] < 0x80 || s[i] > 0xBF)
-            return 0; /* also stops at the terminating NUL */
-    return len;
-}
 
 static bool needs_escape(unsigned char c, size_t pos)
 {
@@ -67,7 +35,7 @@ char *ld_dump_escape_name(const char *name)
         return NULL;
     size_t o = 0;
     for (size_t i = 0; i < n;) {
-        size_t seq = utf8_sequence_length(s + i);
+        size_t seq = ld_utf8_sequence(name + i, NULL);
         if (seq > 1) { /* well-formed multi-byte character: kept as is */
             memcpy(out + o, s + i, seq);
             o += seq;

@@ -9,7 +9,6 @@
  * so the reader gets the same bits back; NaN and infinities, which JSON
  * cannot hold, become the strings "NaN", "Infinity" and "-Infinity". */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,7 +19,9 @@
 
 #include <jansson.h>
 
+#include "core/utf8.h"
 #include "layerdiff/report.h"
+#include "report/atomic_file.h"
 
 #ifndef LAYERDIFF_VERSION
 #define LAYERDIFF_VERSION "unknown"
@@ -30,38 +31,6 @@
 
 /* --- values ---------------------------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s, or 0 when it is invalid. */
-static size_t utf8_sequence(const unsigned char *s)
-{
-    if (s[0] < 0x80)
-        return 1;
-    size_t n;
-    uint32_t cp;
-    if ((s[0] & 0xE0) == 0xC0) {
-        n = 2;
-        cp = s[0] & 0x1F;
-    } else if ((s[0] & 0xF0) == 0xE0) {
-        n = 3;
-        cp = s[0] & 0x0F;
-    } else if ((s[0] & 0xF8) == 0xF0) {
-        n = 4;
-        cp = s[0] & 0x07;
-    } else {
-        return 0;
-    }
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return n;
-}
-
-/* A JSON string; NULL gives null. ONNX names are bytes: bytes that are not
- * UTF-8 become U+FFFD (the dump keeps the exact name). */
 static json_t *jstr(const char *s)
 {
     if (!s)
@@ -69,24 +38,9 @@ static json_t *jstr(const char *s)
     json_t *j = json_string(s);
     if (j)
         return j;
-    size_t len = strlen(s);
-    char *fixed = malloc(len * 3 + 1);
+    char *fixed = ld_utf8_sanitize(s);
     if (!fixed)
         return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < len;) {
-        size_t n = utf8_sequence((const unsigned char *)s + i);
-        if (n == 0) {
-            memcpy(fixed + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i++;
-        } else {
-            memcpy(fixed + o, s + i, n);
-            o += n;
-            i += n;
-        }
-    }
-    fixed[o] = '\0';
     j = json_string(fixed);
     free(fixed);
     return j;
@@ -465,58 +419,24 @@ static bool write_report(FILE *f, const ld_compare_session *s, const ld_report_c
     return ok && fputs(n ? "\n  ]\n}\n" : "]\n}\n", f) >= 0;
 }
 
-static ld_status open_temp(const char *path, char *tmp, size_t size, FILE **out, ld_error *err)
+typedef struct report_job {
+    const ld_compare_session *s;
+    const ld_report_context *ctx;
+} report_job;
+
+static ld_status write_job(const void *job, FILE *f, ld_error *err)
 {
-    unsigned seed = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16);
-    for (int attempt = 0; attempt < 16; attempt++) {
-        seed = seed * 1103515245u + 12345u;
-        if ((size_t)snprintf(tmp, size, "%s.tmp-%d-%08x", path, (int)getpid(), seed) >= size)
-            return ld_error_set(err, LD_ERR_IO, "cannot write report '%s': path too long", path);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0) {
-            *out = fdopen(fd, "w");
-            if (*out)
-                return LD_OK;
-            int saved = errno;
-            close(fd);
-            unlink(tmp);
-            errno = saved;
-            break;
-        }
-        if (errno != EEXIST)
-            break;
-    }
-    return ld_error_set(err, LD_ERR_IO, "cannot write report '%s': %s", path, strerror(errno));
+    const report_job *j = job;
+    errno = 0;
+    if (write_report(f, j->s, j->ctx) || ferror(f))
+        return LD_OK; /* a write error: ld_atomic_write_file reports it with errno */
+    return ld_error_set(err, LD_ERR_NOMEM, "out of memory writing the JSON report");
 }
 
 ld_status ld_report_write_json(const ld_compare_session *s, const ld_report_context *ctx,
                                const char *path, ld_error *err)
 {
     static const ld_report_context no_context = {.input_seed = -1};
-    if (!ctx)
-        ctx = &no_context;
-    if (strcmp(path, "-") == 0) {
-        if (!write_report(stdout, s, ctx) || fflush(stdout) != 0)
-            return ld_error_set(err, LD_ERR_IO, "cannot write the JSON report to standard "
-                                "output: %s", strerror(errno));
-        return LD_OK;
-    }
-    char tmp[4096];
-    FILE *f = NULL;
-    ld_status st = open_temp(path, tmp, sizeof tmp, &f, err);
-    if (st != LD_OK)
-        return st;
-    errno = 0;
-    bool ok = write_report(f, s, ctx);
-    int saved = errno;
-    ok = fflush(f) == 0 && !ferror(f) && ok;
-    saved = saved ? saved : errno;
-    ok = fclose(f) == 0 && ok;
-    saved = saved ? saved : errno;
-    if (ok && rename(tmp, path) == 0)
-        return LD_OK;
-    saved = saved ? saved : errno;
-    unlink(tmp);
-    return ld_error_set(err, LD_ERR_IO, "cannot write report '%s': %s", path,
-                        saved ? strerror(saved) : "out of memory");
+    report_job j = {s, ctx ? ctx : &no_context};
+    return ld_atomic_write_file(path, "report", write_job, &j, err);
 }

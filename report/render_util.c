@@ -7,48 +7,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/utf8.h"
 #include "report/render.h"
 
-#define REPLACEMENT 0xFFFDu
+#define REPLACEMENT LD_UTF8_REPLACEMENT
 
 /* --- UTF-8 ------------------------------------------------------------------------------ */
 
 size_t rd_utf8_next(const char *str, uint32_t *cp)
 {
-    const unsigned char *s = (const unsigned char *)str;
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    size_t n;
-    uint32_t v;
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    if ((s[0] & 0xE0) == 0xC0) {
-        n = 2;
-        v = s[0] & 0x1F;
-    } else if ((s[0] & 0xF0) == 0xE0) {
-        n = 3;
-        v = s[0] & 0x0F;
-    } else if ((s[0] & 0xF8) == 0xF0) {
-        n = 4;
-        v = s[0] & 0x07;
-    } else {
-        *cp = REPLACEMENT;
-        return 1;
-    }
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80) { /* also stops at the terminating NUL */
-            *cp = REPLACEMENT;
-            return 1;
-        }
-        v = (v << 6) | (s[i] & 0x3F);
-    }
-    if (v < min_cp[n] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) {
-        *cp = REPLACEMENT;
-        return 1;
-    }
-    *cp = v;
-    return n;
+    size_t n = ld_utf8_sequence(str, cp);
+    if (n)
+        return n;
+    *cp = REPLACEMENT;
+    return 1;
 }
 
 static void put_utf8(FILE *f, uint32_t cp)
@@ -291,61 +263,3 @@ ld_status rd_stream_status(FILE *out, const char *what, ld_error *err)
     return LD_OK;
 }
 
-static FILE *open_temp(const char *path, char *tmp, size_t size)
-{
-    unsigned seed = (unsigned)time(NULL) ^ ((unsigned)getpid() << 16);
-    for (int attempt = 0; attempt < 16; attempt++) {
-        seed = seed * 1103515245u + 12345u;
-        if ((size_t)snprintf(tmp, size, "%s.tmp-%d-%08x", path, (int)getpid(), seed) >= size) {
-            errno = ENAMETOOLONG;
-            return NULL;
-        }
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0) {
-            FILE *f = fdopen(fd, "w");
-            if (f)
-                return f;
-            int saved = errno;
-            close(fd);
-            unlink(tmp);
-            errno = saved;
-            return NULL;
-        }
-        if (errno != EEXIST)
-            return NULL;
-    }
-    return NULL;
-}
-
-ld_status rd_write_file(const char *path, const char *what, rd_render_fn render,
-                        const void *ctx, ld_error *err)
-{
-    if (strcmp(path, "-") == 0) {
-        ld_status st = render(ctx, stdout, err);
-        if (st == LD_OK && fflush(stdout) != 0)
-            st = ld_error_set(err, LD_ERR_IO, "cannot write the %s to standard output: %s",
-                              what, strerror(errno));
-        return st;
-    }
-    char tmp[4096];
-    FILE *f = open_temp(path, tmp, sizeof tmp);
-    if (!f)
-        return ld_error_set(err, LD_ERR_IO, "cannot write %s '%s': %s", what, path,
-                            strerror(errno));
-    errno = 0;
-    ld_status st = render(ctx, f, err);
-    int saved = errno;
-    bool flushed = fflush(f) == 0 && !ferror(f);
-    saved = saved ? saved : errno;
-    bool closed = fclose(f) == 0;
-    saved = saved ? saved : errno;
-    if (st == LD_OK && (!flushed || !closed))
-        st = ld_error_set(err, LD_ERR_IO, "cannot write %s '%s': %s", what, path,
-                          saved ? strerror(saved) : "write error");
-    if (st == LD_OK && rename(tmp, path) != 0)
-        st = ld_error_set(err, LD_ERR_IO, "cannot write %s '%s': %s", what, path,
-                          strerror(errno));
-    if (st != LD_OK)
-        unlink(tmp);
-    return st;
-}

@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <locale.h>
+#include <wchar.h>
+#include "core/utf8.h"
 
 #include "layerdiff/dtype.h"
 #include "layerdiff/error.h"
@@ -313,6 +316,74 @@ static void test_sha256_file_matches_sha256sum(void **state)
     assert_non_null(strstr(err.message, "/nonexistent/model.onnx"));
 }
 
+/* ld_utf8_sequence against glibc's own UTF-8 decoder (C.UTF-8 locale), on
+ * every 1- and 2-byte sequence and every 3-byte sequence, then round trips of
+ * every code point through a plain encoder. */
+static size_t encode_utf8(uint32_t cp, char out[5])
+{
+    size_t n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    static const unsigned char lead[5] = {0, 0, 0xC0, 0xE0, 0xF0};
+    for (size_t i = n - 1; i > 0; i--) {
+        out[i] = (char)(0x80 | (cp & 0x3F));
+        cp >>= 6;
+    }
+    out[0] = (char)(lead[n] | cp);
+    out[n] = '\0';
+    return n;
+}
+
+static size_t glibc_sequence(const char *s, size_t max)
+{
+    mbstate_t st;
+    memset(&st, 0, sizeof st);
+    wchar_t wc;
+    size_t r = mbrtowc(&wc, s, max, &st);
+    if (r == (size_t)-1 || r == (size_t)-2)
+        return 0;
+    return r == 0 ? 1 : r;
+}
+
+static void test_utf8_matches_glibc(void **state)
+{
+    (void)state;
+    if (!setlocale(LC_CTYPE, "C.UTF-8")) {
+        skip();
+        return;
+    }
+    char s[5] = {0};
+    for (unsigned a = 1; a < 256; a++) {
+        s[0] = (char)a;
+        for (unsigned b = 0; b < 256; b++) {
+            s[1] = (char)b;
+            for (unsigned c = 0; c < 256; c++) {
+                if (a < 0xE0 && c > 0)
+                    break; /* only lead bytes of 3-byte forms need a third byte */
+                s[2] = (char)c;
+                s[3] = 0;
+                size_t mine = ld_utf8_sequence(s, NULL);
+                size_t theirs = glibc_sequence(s, strlen(s));
+                if (mine != theirs)
+                    fail_msg("%02x %02x %02x: ours %zu, glibc %zu", a, b, c, mine, theirs);
+            }
+        }
+    }
+    setlocale(LC_CTYPE, "C");
+    for (uint32_t cp = 1; cp <= 0x10FFFF; cp++) {
+        size_t n = encode_utf8(cp, s);
+        uint32_t back = 0;
+        size_t got = ld_utf8_sequence(s, &back);
+        if (cp >= 0xD800 && cp <= 0xDFFF)
+            assert_int_equal(got, 0);
+        else if (got != n || back != cp)
+            fail_msg("U+%04X: length %zu (want %zu), decoded U+%04X", cp, got, n, back);
+    }
+    char *fixed = ld_utf8_sanitize("a\xff\xc3\xa9\xed\xa0\x80z\xf0\x9f");
+    assert_non_null(fixed);
+    assert_string_equal(fixed, "a\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdz"
+                               "\xef\xbf\xbd\xef\xbf\xbd");
+    free(fixed);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -328,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_tensor_get_double_all_dtypes),
         cmocka_unit_test(test_sha256_vectors),
         cmocka_unit_test(test_sha256_file_matches_sha256sum),
+        cmocka_unit_test(test_utf8_matches_glibc),
     };
     return cmocka_run_group_tests_name("core", tests, NULL, NULL);
 }
