@@ -14,4 +14,9 @@ extern const ld_backend_vtable ld_backend_emulated;
  * NULL before prepare. Borrowed. */
 const ld_precision_plan *ld_emulated_plan(void *state);
 
+/* Whether kernels may round their outputs themselves (ld_kernel_ctx's
+ * round_block; on by default). Off, every output is rounded by the pass
+ * after compute: the same values and counters, which tests check. */
+void ld_emulated_set_fused_rounding(void *state, bool on);
+
 #endif

@@ -13,14 +13,19 @@
 /* Elements per task: small enough to split a layer over threads, and
  * 32-bit counters per chunk cannot overflow. */
 #define CHUNK ((int64_t)1 << 16)
-/* Below this a tensor is counted on one thread. */
+/* Below this a tensor is counted on one thread: at ~0.05 ns per value,
+ * 2^18 values take ~13 us, about what waking a sleeping OpenMP worker costs
+ * in these VMs (kernels/kernel_util.h); 2^16 made the small fixtures slower. */
 #define PARALLEL_MIN ((int64_t)1 << 18)
 /* In-place rounding keeps the values before rounding here, this many at a time. */
 #define STACK_COPY 2048
 
 static bool simd_enabled(void)
 {
-    return strstr(ld_round_cpu_features(), "using avx512") != NULL;
+    static int enabled = -1; /* races store the same value */
+    if (enabled < 0)
+        enabled = strstr(ld_round_cpu_features(), "using avx512") != NULL;
+    return enabled;
 }
 
 static inline uint32_t abs_bits(const float *p)
@@ -223,32 +228,59 @@ static void round_fp16_fused(const float *src, float *dst, ld_fp16 *half, int64_
 
 /* --- chunks over threads ------------------------------------------------------------ */
 
-void ld_emu_round_counted(const float *src, float *dst, int64_t n, ld_precision p,
-                          const ld_round_options *o, int threads, ld_emu_tally *out)
+/* One chunk (m <= CHUNK, so the 32-bit vector counters cannot overflow):
+ * the library's rounding of src into dst, counted, with the float16 bits in
+ * half[m] when half is not NULL (p is then fp16). */
+static void round_chunk(const float *src, float *dst, ld_fp16 *half, int64_t m, ld_precision p,
+                        const ld_round_options *o, bool simd, ld_emu_tally *t)
 {
-    bool simd = simd_enabled(), flush = o && o->flush_denormals;
-    bool fused16 = simd && p == LD_PRECISION_FP16 && !flush;
-    bool unchanged = p == LD_PRECISION_FP32 && !flush; /* fp32: only flushing changes values */
+    bool flush = o && o->flush_denormals;
+    if (simd && p == LD_PRECISION_FP16 && !flush) {
+        round_fp16_fused(src, dst, half, m, t);
+        return;
+    }
+    if (p == LD_PRECISION_FP32 && !flush) { /* fp32: only flushing changes values */
+        if (dst != src)
+            memcpy(dst, src, (size_t)m * sizeof *dst);
+        if (simd)
+            count_pair_avx512(src, src, m, min_normal_bits(p), t);
+        else
+            count_pair_portable(src, src, m, min_normal_bits(p), t);
+        return;
+    }
+    round_chunk_generic(src, dst, m, p, o, simd, t);
+    if (half) /* exact: dst holds fp16 values */
+        ld_convert_fp32_to_fp16(dst, half, (size_t)m);
+}
+
+/* Rounds n elements chunk by chunk on the calling thread. */
+static void round_serial(const float *src, float *dst, ld_fp16 *half, int64_t n, ld_precision p,
+                         const ld_round_options *o, ld_emu_tally *out)
+{
+    bool simd = simd_enabled();
+    for (int64_t lo = 0; lo < n; lo += CHUNK) {
+        int64_t m = n - lo < CHUNK ? n - lo : CHUNK;
+        round_chunk(src + lo, dst + lo, half ? half + lo : NULL, m, p, o, simd, out);
+    }
+}
+
+/* Rounds n elements in chunks over up to `threads` threads. */
+static void round_chunks(const float *src, float *dst, ld_fp16 *half, int64_t n, ld_precision p,
+                         const ld_round_options *o, int threads, ld_emu_tally *out)
+{
+    if (threads <= 1 || n < PARALLEL_MIN) {
+        round_serial(src, dst, half, n, p, o, out);
+        return;
+    }
+    bool simd = simd_enabled();
     int64_t n_chunks = (n + CHUNK - 1) / CHUNK;
     int64_t ov = 0, un = 0, sub = 0, inf = 0, nan = 0;
-    int nt = threads > 1 && n >= PARALLEL_MIN ? threads : 1;
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static) \
+#pragma omp parallel for num_threads(threads) schedule(static) \
     reduction(+ : ov, un, sub, inf, nan)
     for (int64_t c = 0; c < n_chunks; c++) {
         ld_emu_tally t = {0};
         int64_t lo = c * CHUNK, m = n - lo < CHUNK ? n - lo : CHUNK;
-        if (fused16) {
-            round_fp16_fused(src + lo, dst + lo, NULL, m, &t);
-        } else if (unchanged) {
-            if (dst != src)
-                memcpy(dst + lo, src + lo, (size_t)m * sizeof *dst);
-            if (simd)
-                count_pair_avx512(src + lo, src + lo, m, min_normal_bits(p), &t);
-            else
-                count_pair_portable(src + lo, src + lo, m, min_normal_bits(p), &t);
-        } else {
-            round_chunk_generic(src + lo, dst + lo, m, p, o, simd, &t);
-        }
+        round_chunk(src + lo, dst + lo, half ? half + lo : NULL, m, p, o, simd, &t);
         ov += t.overflows, un += t.underflows, sub += t.subnormals;
         inf += t.src_infs, nan += t.src_nans;
     }
@@ -256,26 +288,25 @@ void ld_emu_round_counted(const float *src, float *dst, int64_t n, ld_precision 
     out->src_infs += inf, out->src_nans += nan;
 }
 
+void ld_emu_round_counted(const float *src, float *dst, int64_t n, ld_precision p,
+                          const ld_round_options *o, int threads, ld_emu_tally *out)
+{
+    round_chunks(src, dst, NULL, n, p, o, threads, out);
+}
+
 bool ld_emu_round_fp16_keep(const float *src, float *dst, ld_fp16 *half, int64_t n,
                             int threads, ld_emu_tally *out)
 {
     if (!simd_enabled())
         return false;
-    int64_t n_chunks = (n + CHUNK - 1) / CHUNK;
-    int64_t ov = 0, un = 0, sub = 0, inf = 0, nan = 0;
-    int nt = threads > 1 && n >= PARALLEL_MIN ? threads : 1;
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static) \
-    reduction(+ : ov, un, sub, inf, nan)
-    for (int64_t c = 0; c < n_chunks; c++) {
-        ld_emu_tally t = {0};
-        int64_t lo = c * CHUNK, m = n - lo < CHUNK ? n - lo : CHUNK;
-        round_fp16_fused(src + lo, dst + lo, half + lo, m, &t);
-        ov += t.overflows, un += t.underflows, sub += t.subnormals;
-        inf += t.src_infs, nan += t.src_nans;
-    }
-    out->overflows += ov, out->underflows += un, out->subnormals += sub;
-    out->src_infs += inf, out->src_nans += nan;
+    round_chunks(src, dst, half, n, LD_PRECISION_FP16, NULL, threads, out);
     return true;
+}
+
+void ld_emu_round_block(const float *src, float *dst, ld_fp16 *half, int64_t n, ld_precision p,
+                        const ld_round_options *o, ld_emu_tally *t)
+{
+    round_serial(src, dst, half, n, p, o, t);
 }
 
 void ld_emu_scan_nonfinite(const ld_tensor *t, int threads, bool *has_nan, bool *has_inf)

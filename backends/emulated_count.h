@@ -37,6 +37,13 @@ void ld_emu_round_counted(const float *src, float *dst, int64_t n, ld_precision 
 bool ld_emu_round_fp16_keep(const float *src, float *dst, ld_fp16 *half, int64_t n,
                             int threads, ld_emu_tally *t);
 
+/* ld_emu_round_counted on the calling thread, for a block a kernel has just
+ * written (ld_kernel_ctx.round_block: the block is in cache, the kernel's
+ * threads each round their own). With half not NULL (p must be fp16 and o
+ * without flushing), also stores the results' float16 bits in half[n]. */
+void ld_emu_round_block(const float *src, float *dst, ld_fp16 *half, int64_t n, ld_precision p,
+                        const ld_round_options *o, ld_emu_tally *t);
+
 /* Whether a float32/float16/bfloat16 tensor holds a NaN / an infinity
  * (false for other dtypes). */
 void ld_emu_scan_nonfinite(const ld_tensor *t, int threads, bool *has_nan, bool *has_inf);

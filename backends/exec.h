@@ -5,7 +5,10 @@
  * with run-time shape inference, and frees every intermediate tensor right
  * after its last consumer has run and the observer has seen it, so peak
  * memory stays near the largest live set. Buffers are recycled through a
- * pool because first-touching fresh pages is slow on these machines.
+ * pool because first-touching fresh pages is slow on these machines. A
+ * Constant node with a tensor value is folded when there are no compute
+ * hooks: runs show its attribute's tensor (borrowed) instead of a copy.
+ * exec.c holds create/destroy and computing a node, exec_step.c the run.
  *
  * Backends differ only through hooks: the reference computes float16 and
  * bfloat16 in float32 and rounds per op; the emulated engine rounds a
@@ -114,7 +117,8 @@ ld_status ld_exec_replace_output(ld_kernel_ctx *ctx, int j, ld_dtype dtype, ld_t
 ld_dtype ld_exec_input_dtype(const ld_kernel_ctx *ctx, int j);
 
 /* Peak bytes of tensor data the executor held at once during the last run
- * (initializers excluded) — for tests of liveness and for --max-memory. */
+ * (initializers and folded Constant outputs excluded) — for tests of
+ * liveness and for --max-memory. */
 size_t ld_exec_peak_bytes(const ld_exec *e);
 
 /* Time and work of each node (g->n_nodes entries, topological order) in the

@@ -9,65 +9,6 @@
 #include "layerdiff/onnx.h"
 #include "layerdiff/sha256.h"
 
-volatile sig_atomic_t ld_cli_bisect_interrupted;
-
-static void on_signal(int sig)
-{
-    if (ld_cli_bisect_interrupted) { /* a second Ctrl-C: die at once */
-        signal(sig, SIG_DFL);
-        raise(sig);
-    }
-    ld_cli_bisect_interrupted = sig;
-}
-
-static void catch_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    ld_cli_bisect_interrupted = 0;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
-/* The list's items joined with ',' (new string), or NULL when empty. */
-static ld_status join_list(const ld_cli_list *list, char **out, ld_error *err)
-{
-    *out = NULL;
-    if (list->n == 0)
-        return LD_OK;
-    size_t len = 1;
-    for (int i = 0; i < list->n; i++)
-        len += strlen(list->items[i]) + 1;
-    char *s = calloc(1, len);
-    if (!s)
-        return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < list->n; i++) {
-        if (i)
-            strcat(s, ",");
-        strcat(s, list->items[i]);
-    }
-    *out = s;
-    return LD_OK;
-}
-
-static ld_status check_input_values(const char *cmd, const ld_cli_input_values *iv,
-                                    ld_error *err)
-{
-    if (iv->threads < 0 || iv->threads > 4096)
-        return ld_cli_usage_error(err, cmd, "--threads must be between 0 and 4096, got %" PRId64,
-                                  iv->threads);
-    if (iv->seed < -1)
-        return ld_cli_usage_error(err, cmd, "--seed must not be negative, got %" PRId64,
-                                  iv->seed);
-    if (iv->loads.n && (iv->seed >= 0 || iv->ranges.n))
-        return ld_cli_usage_error(err, cmd, "--load-inputs cannot be combined with --seed or "
-                                  "--val-range (those describe generated inputs)");
-    return LD_OK;
-}
-
 static ld_status make_inputs(ld_cli_bisect_setup *s, const ld_cli_input_values *iv,
                              ld_error *err)
 {
@@ -89,7 +30,7 @@ ld_status ld_cli_bisect_open(ld_cli_bisect_setup *s, const char *cmd, const char
     if (!ev->fp16 && !ev->bf16)
         ev->fp16 = true;
     ld_summary_options unused;
-    ld_status st = check_input_values(cmd, iv, err);
+    ld_status st = ld_cli_input_values_check(cmd, iv, err);
     if (st == LD_OK)
         st = ld_cli_compare_setup(cmd, cv, &s->compare, &unused, err);
     if (st == LD_OK)
@@ -97,9 +38,9 @@ ld_status ld_cli_bisect_open(ld_cli_bisect_setup *s, const char *cmd, const char
     else
         ld_engine_config_init(&s->engine);
     if (st == LD_OK)
-        st = join_list(&iv->ranges, &s->ranges, err);
+        st = ld_cli_list_join(&iv->ranges, &s->ranges, err);
     if (st == LD_OK)
-        st = join_list(&iv->shapes, &s->shapes, err);
+        st = ld_cli_list_join(&iv->shapes, &s->shapes, err);
     if (st == LD_OK)
         st = ld_onnx_load_file(&s->graph, model_path, err);
     if (st == LD_OK)
@@ -112,7 +53,7 @@ ld_status ld_cli_bisect_open(ld_cli_bisect_setup *s, const char *cmd, const char
         ld_cli_bisect_close(s);
         return st;
     }
-    catch_signals();
+    ld_cli_interrupt_catch(NULL);
     return LD_OK;
 }
 
@@ -141,7 +82,7 @@ ld_status ld_cli_bisect_trials(ld_cli_bisect_setup *s, bool isolate, size_t cach
         .graph = s->graph, .inputs = (const ld_tensor *const *)s->inputs.tensors,
         .engine = &s->engine, .compare = &s->compare, .threads = threads, .isolate = isolate,
         .cache_bytes = cache_bytes, .progress = on_progress, .progress_user = s,
-        .interrupted = &ld_cli_bisect_interrupted,
+        .interrupted = &ld_cli_interrupted,
     };
     ld_status st = ld_trials_create(out, &tc, err);
     if (st == LD_ERR_USAGE && !strstr(err->message, "--help"))
@@ -159,34 +100,6 @@ ld_status ld_cli_bisect_trials(ld_cli_bisect_setup *s, bool isolate, size_t cach
 }
 
 /* --- commands written back ------------------------------------------------------------ */
-
-char *ld_cli_shell_quote(const char *s)
-{
-    bool safe = *s != '\0';
-    for (const char *p = s; *p && safe; p++)
-        safe = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                      "@%+=:,./-_", *p) != NULL;
-    if (safe)
-        return strdup(s);
-    size_t len = 3;
-    for (const char *p = s; *p; p++)
-        len += *p == '\'' ? 4 : 1;
-    char *out = malloc(len), *o = out;
-    if (!out)
-        return NULL;
-    *o++ = '\'';
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'') {
-            memcpy(o, "'\\''", 4);
-            o += 4;
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o++ = '\'';
-    *o = '\0';
-    return out;
-}
 
 /* A growing string of shell words. */
 typedef struct words {

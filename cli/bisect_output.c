@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "cli/format.h"
+#include "report/atomic_file.h"
 
 void ld_bisect_outcome_free(ld_bisect_outcome *o)
 {
@@ -207,15 +208,17 @@ char *ld_bisect_trtexec_flags(const ld_graph *g, const ld_precision_plan *plan,
 
 /* --- files ------------------------------------------------------------------------------- */
 
+static ld_status put_text(const void *text, FILE *f, ld_error *err)
+{
+    (void)err;
+    fputs(text, f); /* an error shows on the stream */
+    return LD_OK;
+}
+
+/* Whole or not at all (report/atomic_file.h). */
 static ld_status write_text(const char *path, const char *text, ld_error *err)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return ld_error_set(err, LD_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    bool ok = fputs(text, f) >= 0;
-    ok = fclose(f) == 0 && ok;
-    return ok ? LD_OK : ld_error_set(err, LD_ERR_IO, "%s: cannot write: %s", path,
-                                     strerror(errno));
+    return ld_atomic_write_file(path, "file", put_text, text, err);
 }
 
 /* One --layer-precisions / --layer-output-types @FILE: a comment, then one

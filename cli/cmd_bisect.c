@@ -111,7 +111,7 @@ static ld_status oracle(void *user, const int *set, int n, bool *pass, ld_error 
     ld_progress_end(&x->s->progress);
     if (st == LD_ERR_INTERRUPTED)
         return ld_error_set(err, st, "interrupted by %s",
-                            ld_cli_bisect_interrupted == SIGTERM ? "SIGTERM" : "SIGINT");
+                            ld_cli_interrupt_name());
     if (st == LD_OK)
         st = log_trial(x, m, &r, err);
     *pass = r.pass;

@@ -12,7 +12,10 @@
 
 #include "cli/commands.h"
 #include "cli/compare_options.h"
+#include "cli/format.h"
 #include "cli/options.h"
+#include "cli/progress.h"
+#include "cli/run.h"
 #include "layerdiff/dump.h"
 #include "layerdiff/report.h"
 
@@ -21,6 +24,7 @@
 
 static struct {
     const char *ref_run, *test_run, *layers;
+    bool quiet;
 } opt;
 static ld_cli_compare_values cmp_flags;
 
@@ -31,6 +35,8 @@ static const ld_cli_option compare_options[] = {
      "the test run (in B.h5, or A.h5 when alone; default: see above)"},
     {"layers", 0, LD_OPT_STRING, &opt.layers, "all|outputs",
      "compare every tensor (default) or only the graph outputs (and inputs)"},
+    {"quiet", 'q', LD_OPT_FLAG, &opt.quiet, NULL,
+     "no progress line on stderr (drawn only on a terminal anyway)"},
     LD_CLI_COMPARE_OPTIONS(cmp_flags),
 };
 #define N_OPTIONS ((int)(sizeof compare_options / sizeof compare_options[0]))
@@ -54,6 +60,9 @@ typedef struct job {
     int n_missing_in_test, n_missing_in_ref;
     const char **missing_in_test; /* borrowed from the dumps' metadata */
     const char **missing_in_ref;
+    ld_progress progress;         /* "compare: tensor 12/300  name" on a terminal */
+    double started;               /* monotonic seconds at the command's start */
+    double compare_seconds;       /* reading the tensors and comparing them */
 } job;
 
 /* --- choosing runs ------------------------------------------------------------------------- */
@@ -198,15 +207,18 @@ static int find_isolated(const side *ref, const side *test)
 
 /* --- graph outputs ------------------------------------------------------------------------- */
 
-/* Marks the tensors of the test run no tensor of the run reads: the graph
- * outputs (a graph output that a later layer also reads is missed; the
- * dump does not say). *known is false when the run records no inputs. */
-static ld_status find_outputs(const side *test, bool **out, bool *known, ld_error *err)
+/* Marks the graph outputs of the test run: from the dump's graph-output
+ * flag (format version 2), else (older dumps) the tensors no tensor of the
+ * run reads, which misses a graph output a later layer also reads. *known is
+ * false when the run records neither. *flagged: the flag was used. */
+static ld_status find_outputs(const side *test, bool **out, bool *known, bool *flagged,
+                              ld_error *err)
 {
     int n = ld_dump_tensor_count(test->dump, test->run);
     bool *consumed = calloc((size_t)(n ? n : 1), sizeof *consumed);
     *out = calloc((size_t)(n ? n : 1), sizeof **out);
     *known = false;
+    *flagged = n > 0;
     if (!consumed || !*out) {
         free(consumed);
         free(*out);
@@ -215,6 +227,7 @@ static ld_status find_outputs(const side *test, bool **out, bool *known, ld_erro
     }
     for (int i = 0; i < n; i++) {
         const ld_dump_tensor_meta *m = ld_dump_tensor_meta_at(test->dump, test->run, i);
+        *flagged &= m->graph_output >= 0;
         *known |= m->n_inputs > 0;
         for (int k = 0; k < m->n_inputs; k++) {
             int at = m->inputs[k] && *m->inputs[k]
@@ -223,8 +236,10 @@ static ld_status find_outputs(const side *test, bool **out, bool *known, ld_erro
                 consumed[at] = true;
         }
     }
+    *known |= *flagged;
     for (int i = 0; i < n; i++)
-        (*out)[i] = *known && !consumed[i];
+        (*out)[i] = *flagged ? ld_dump_tensor_meta_at(test->dump, test->run, i)->graph_output > 0
+                             : *known && !consumed[i];
     free(consumed);
     return LD_OK;
 }
@@ -318,6 +333,7 @@ static ld_status compare_inputs(job *j, ld_error *err)
         int r = find_input(j->ref.dump, name);
         st = r < 0 ? note_missing(&j->missing_in_ref, &j->n_missing_in_ref, name, err)
                    : compare_pair(j, -1, r, -1, i, false, err);
+        ld_progress_update(&j->progress, i + 1, name);
     }
     for (int i = 0; st == LD_OK && i < ld_dump_input_count(j->ref.dump); i++) {
         const char *name = ld_dump_input_meta(j->ref.dump, i)->name;
@@ -329,8 +345,12 @@ static ld_status compare_inputs(job *j, ld_error *err)
 
 static ld_status compare_layers(job *j, ld_error *err)
 {
-    bool *is_output = NULL, known = false;
-    ld_status st = find_outputs(&j->test, &is_output, &known, err);
+    bool *is_output = NULL, known = false, flagged = false;
+    ld_status st = find_outputs(&j->test, &is_output, &known, &flagged, err);
+    if (st == LD_OK && j->outputs_only && known && !flagged)
+        fprintf(stderr, "note: --layers outputs: '%s' has no graph-output flags (written before "
+                "dump format 2); taking the tensors no layer of run '%s' reads as the graph "
+                "outputs\n", j->test.path, ld_dump_run(j->test.dump, j->test.run)->name);
     if (st == LD_OK && j->outputs_only && !known)
         st = ld_error_set(err, LD_ERR_INPUT, "--layers outputs: run '%s' of '%s' does not record "
                           "the tensors each layer reads, so its graph outputs are unknown; "
@@ -345,6 +365,7 @@ static ld_status compare_layers(job *j, ld_error *err)
         else if (!j->outputs_only || is_output[i])
             st = compare_pair(j, j->ref.run, r, j->test.run, i, is_output[i], err);
         j->n_layers += r >= 0 && st == LD_OK && (!j->outputs_only || is_output[i]);
+        ld_progress_update(&j->progress, ld_dump_input_count(j->test.dump) + i + 1, m->name);
     }
     n = ld_dump_tensor_count(j->ref.dump, j->ref.run);
     for (int i = 0; st == LD_OK && i < n; i++) {
@@ -373,38 +394,6 @@ static void warn_missing(const job *j, int n, const char *const *names, const ch
     fprintf(stderr, "%s\n", n > MAX_LISTED ? ", ..." : "");
 }
 
-/* argv as one shell-quoted line, for the report (new string or NULL). */
-static char *command_line(int argc, char **argv)
-{
-    size_t len = strlen("layerdiff") + 1;
-    for (int i = 0; i < argc; i++)
-        len += strlen(argv[i]) * 4 + 3;
-    char *s = malloc(len);
-    if (!s)
-        return NULL;
-    size_t o = (size_t)sprintf(s, "layerdiff");
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        bool plain = *a && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                     "0123456789-_./=:,+@%") == strlen(a);
-        s[o++] = ' ';
-        if (!plain)
-            s[o++] = '\'';
-        for (; *a; a++) {
-            if (*a == '\'' && !plain) {
-                memcpy(s + o, "'\\''", 4);
-                o += 4;
-            } else {
-                s[o++] = *a;
-            }
-        }
-        if (!plain)
-            s[o++] = '\'';
-    }
-    s[o] = '\0';
-    return s;
-}
-
 static ld_report_context make_context(const job *j, const char *line)
 {
     const ld_dump_file_info *info = ld_dump_info(j->test.dump);
@@ -418,7 +407,9 @@ static ld_report_context make_context(const job *j, const char *line)
         .test_config = t->config, .input_seed = info->input_seed,
         .n_missing_in_test = j->n_missing_in_test,
         .missing_in_test = j->missing_in_test,
-        .n_missing_in_ref = j->n_missing_in_ref, .missing_in_ref = j->missing_in_ref};
+        .n_missing_in_ref = j->n_missing_in_ref, .missing_in_ref = j->missing_in_ref,
+        .timing = {.present = true, .total_seconds = ld_run_now() - j->started,
+                   .compare_seconds = j->compare_seconds}};
 }
 
 /* Summary on the terminal, then the JSON report; LD_ERR_MISMATCH (no message)
@@ -426,7 +417,7 @@ static ld_report_context make_context(const job *j, const char *line)
 static ld_status report(const job *j, const ld_summary_options *sopts, int argc, char **argv,
                         ld_error *err)
 {
-    char *line = command_line(argc, argv);
+    char *line = ld_cli_command_line(argc, argv);
     ld_report_context ctx = make_context(j, line);
     warn_missing(j, j->n_missing_in_test, j->missing_in_test, "reference");
     warn_missing(j, j->n_missing_in_ref, j->missing_in_ref, "test");
@@ -470,14 +461,26 @@ static ld_status open_sides(job *j, int n_paths, char **paths, ld_error *err)
     return st;
 }
 
+/* The progress line's total: the test side's inputs and tensors, each a
+ * step whether it is compared, skipped (--layers outputs) or missing. */
+static int pairs_to_compare(const job *j)
+{
+    return ld_dump_input_count(j->test.dump) + ld_dump_tensor_count(j->test.dump, j->test.run);
+}
+
 static ld_status run_job(job *j, const ld_compare_options *copts, const ld_summary_options *sopts,
                          int argc, char **argv, ld_error *err)
 {
     ld_status st = ld_compare_session_create(&j->session, copts, err);
+    double t0 = ld_run_now();
+    ld_progress_begin(&j->progress, stderr, pairs_to_compare(j), CMD, opt.quiet);
+    ld_progress_set_unit(&j->progress, "tensor");
     if (st == LD_OK)
         st = compare_inputs(j, err);
     if (st == LD_OK)
         st = compare_layers(j, err);
+    ld_progress_end(&j->progress); /* the summary starts on a clean line */
+    j->compare_seconds = ld_run_now() - t0;
     if (st == LD_OK)
         st = ld_compare_session_finish(j->session, err);
     if (st == LD_OK && j->n_layers == 0 && ld_dump_tensor_count(j->test.dump, j->test.run) > 0)
@@ -517,7 +520,7 @@ static ld_status compare_run(int argc, char **argv, ld_error *err)
     if (st != LD_OK)
         return st;
     job j = {.isolated = -1, .outputs_only = strcmp(opt.layers, "outputs") == 0,
-             .ref.run = -1, .test.run = -1};
+             .ref.run = -1, .test.run = -1, .started = ld_run_now()};
     st = open_sides(&j, args.n_positional, args.positional, err);
     if (st == LD_OK) {
         j.isolated = find_isolated(&j.ref, &j.test);

@@ -15,6 +15,7 @@
 #include "layerdiff/backend.h"
 #include "layerdiff/compare.h"
 #include "layerdiff/onnx.h"
+#include "report/atomic_file.h"
 
 #define CMD "conformance"
 
@@ -378,16 +379,19 @@ static ld_status read_name_list(const char *path, name_list *l, ld_error *err)
     return st;
 }
 
+static ld_status put_names(const void *list, FILE *f, ld_error *err)
+{
+    const name_list *l = list;
+    (void)err;
+    for (int i = 0; i < l->n; i++)
+        fprintf(f, "%s\n", l->names[i]); /* an error shows on the stream */
+    return LD_OK;
+}
+
+/* Whole or not at all (report/atomic_file.h). */
 static ld_status write_name_list(const char *path, const name_list *l, ld_error *err)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return ld_error_set(err, LD_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-    for (int i = 0; i < l->n; i++)
-        fprintf(f, "%s\n", l->names[i]);
-    if (fclose(f) != 0)
-        return ld_error_set(err, LD_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-    return LD_OK;
+    return ld_atomic_write_file(path, "list", put_names, l, err);
 }
 
 /* Every listed test must have passed; prints the ones that did not. */

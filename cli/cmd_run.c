@@ -15,6 +15,7 @@
 #include "cli/compare_options.h"
 #include "cli/engine_options.h"
 #include "cli/format.h"
+#include "cli/interrupt.h"
 #include "cli/memory_limit.h"
 #include "cli/options.h"
 #include "cli/profile.h"
@@ -23,6 +24,7 @@
 #include "layerdiff/onnx.h"
 #include "layerdiff/report.h"
 #include "layerdiff/sha256.h"
+#include "report/atomic_file.h"
 
 #define CMD "run"
 #define MAX_BACKENDS 16
@@ -32,11 +34,7 @@ static struct {
     ld_cli_list plugins;
     const char *dump;
     const char *layers;
-    int64_t threads;
-    int64_t seed;          /* -1: not given */
-    ld_cli_list ranges;
-    ld_cli_list loads;
-    ld_cli_list shapes;
+    ld_cli_input_values in; /* --threads, --seed, --val-range, --load-inputs, --input-shapes */
     bool profile;
     const char *profile_json;
     int64_t warmup;
@@ -54,6 +52,8 @@ static ld_summary_options summary_opts;
 static char run_names[MAX_BACKENDS][96]; /* dump run names ("reference", "reference.2") */
 static int run_argc;
 static char **run_argv;
+static double run_started;            /* ld_run_now() when the command began */
+static ld_report_timing run_timing;   /* the comparing run's times, for the report */
 
 /* The emulated engine's flags and the config they give (run_model builds it). */
 static ld_cli_engine_values engine_flags;
@@ -69,14 +69,7 @@ static const ld_cli_option run_options[] = {
     {"dump", 0, LD_OPT_STRING, &opt.dump, "FILE.h5", "write the inputs and layer outputs here"},
     {"layers", 0, LD_OPT_STRING, &opt.layers, "all|outputs",
      "dump every layer output (default) or only the graph outputs"},
-    {"threads", 't', LD_OPT_INT, &opt.threads, "N", "threads per kernel (default: all cores)"},
-    {"seed", 0, LD_OPT_INT, &opt.seed, "N", "seed of the generated inputs (default 1)"},
-    {"val-range", 0, LD_OPT_LIST, &opt.ranges, "RANGES",
-     "generated values: [LO,HI] and/or NAME:[LO,HI] (default [0,1])"},
-    {"load-inputs", 0, LD_OPT_LIST, &opt.loads, "SRC",
-     "load inputs: a folder, .npy/.pb file, dump, or NAME:FILE,..."},
-    {"input-shapes", 0, LD_OPT_LIST, &opt.shapes, "SHAPES",
-     "dynamic dims: NAME:1x3x224x224 or DIM:N, comma-separated"},
+    LD_CLI_INPUT_OPTIONS(opt.in),
     {"profile", 0, LD_OPT_FLAG, &opt.profile, NULL,
      "print time per op type, conv/gemm GFLOP/s and the peak RSS"},
     {"profile-json", 0, LD_OPT_STRING, &opt.profile_json, "FILE",
@@ -96,92 +89,19 @@ static const ld_cli_option run_options[] = {
 };
 #define N_OPTIONS ((int)(sizeof run_options / sizeof run_options[0]))
 
-/* --- signals ---------------------------------------------------------------------- */
-
-/* The signal that asked us to stop (0: none). The observer polls it between
- * layers. A second Ctrl-C kills at once, after removing the dump's temporary
- * file (unlink is async-signal-safe), which would otherwise stay behind. */
-static volatile sig_atomic_t interrupted;
-/* The dump's temporary file while it may exist (a copy: the writer frees its
- * own in commit or abort, which a second signal may interrupt). */
-static char dump_temp_path[4096];
-static volatile sig_atomic_t dump_temp_set;
-
-static void on_signal(int sig)
-{
-    if (!interrupted) {
-        interrupted = sig;
-        return;
-    }
-    if (dump_temp_set)
-        unlink(dump_temp_path);
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-typedef struct saved_signals {
-    struct sigaction intr, term;
-} saved_signals;
-
-static void catch_signals(saved_signals *saved)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART; /* no EINTR in the middle of a dump write */
-    interrupted = 0;
-    sigaction(SIGINT, &sa, &saved->intr);
-    sigaction(SIGTERM, &sa, &saved->term);
-}
-
-static void restore_signals(const saved_signals *saved)
-{
-    sigaction(SIGINT, &saved->intr, NULL);
-    sigaction(SIGTERM, &saved->term, NULL);
-}
-
 /* --- options -------------------------------------------------------------------------- */
-
-/* The list's items joined with ',' (new string), or NULL when empty. */
-static ld_status join_list(const ld_cli_list *list, char **out, ld_error *err)
-{
-    *out = NULL;
-    if (list->n == 0)
-        return LD_OK;
-    size_t len = 1;
-    for (int i = 0; i < list->n; i++)
-        len += strlen(list->items[i]) + 1;
-    char *s = malloc(len);
-    if (!s)
-        return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
-    s[0] = '\0';
-    for (int i = 0; i < list->n; i++) {
-        if (i)
-            strcat(s, ",");
-        strcat(s, list->items[i]);
-    }
-    *out = s;
-    return LD_OK;
-}
 
 static ld_status check_options(ld_error *err)
 {
     if (strcmp(opt.layers, "all") != 0 && strcmp(opt.layers, "outputs") != 0)
         return ld_cli_usage_error(err, CMD, "--layers must be 'all' or 'outputs', got '%s'",
                                   opt.layers);
-    if (opt.threads < 0 || opt.threads > 4096)
-        return ld_cli_usage_error(err, CMD, "--threads must be between 0 and 4096, got %" PRId64,
-                                  opt.threads);
+    ld_status st = ld_cli_input_values_check(CMD, &opt.in, err);
+    if (st != LD_OK)
+        return st;
     if (opt.warmup < 0 || opt.warmup > 1000)
         return ld_cli_usage_error(err, CMD, "--warmup must be between 0 and 1000, got %" PRId64,
                                   opt.warmup);
-    if (opt.seed < -1)
-        return ld_cli_usage_error(err, CMD, "--seed must not be negative, got %" PRId64,
-                                  opt.seed);
-    if (opt.loads.n && (opt.seed >= 0 || opt.ranges.n))
-        return ld_cli_usage_error(err, CMD, "--load-inputs cannot be combined with --seed or "
-                                  "--val-range (those describe generated inputs)");
     if (opt.isolate && opt.no_isolate)
         return ld_cli_usage_error(err, CMD, "--isolate and --no-isolate contradict each other");
     return LD_OK;
@@ -191,6 +111,16 @@ static ld_status check_options(ld_error *err)
 static bool comparing(int n_backends)
 {
     return n_backends == 2 && !opt.no_compare;
+}
+
+/* Backends holding layer outputs at once: both when they compare in lockstep
+ * (--max-memory is the whole run's), else one at a time. */
+static int lockstep_backends(const ld_backend_vtable *const *backends, int n_backends)
+{
+    return comparing(n_backends) && ld_backend_is_stepwise(backends[0]) &&
+                   ld_backend_is_stepwise(backends[1])
+               ? 2
+               : 1;
 }
 
 /* Comparison flags need a comparison; more than two backends need --no-compare. */
@@ -270,8 +200,8 @@ static void print_inputs(const ld_graph *g, const ld_input_set *in, const char *
                ranges ? ranges : "[0,1]");
     } else {
         printf("inputs   loaded from");
-        for (int i = 0; i < opt.loads.n; i++)
-            printf("%s %s", i ? "," : "", opt.loads.items[i]);
+        for (int i = 0; i < opt.in.loads.n; i++)
+            printf("%s %s", i ? "," : "", opt.in.loads.items[i]);
         printf("\n");
     }
     for (int k = 0; k < g->n_inputs; k++) {
@@ -326,7 +256,7 @@ typedef struct prepared {
 static ld_status prepare_backends(prepared *p, int n, const ld_graph *g, const ld_input_set *in,
                                   ld_error *err)
 {
-    ld_backend_config cfg = {.threads = (int)opt.threads};
+    ld_backend_config cfg = {.threads = (int)opt.in.threads};
     for (int i = 0; i < n; i++) {
         double t0 = ld_run_now();
         ld_error_clear(err);
@@ -368,7 +298,7 @@ static ld_status ignore_tensor(void *user, const ld_tensor_event *ev, ld_error *
 {
     (void)user;
     (void)ev;
-    if (interrupted)
+    if (ld_cli_interrupted)
         return ld_error_set(err, LD_ERR_INTERRUPTED, "interrupted");
     return LD_OK;
 }
@@ -397,7 +327,7 @@ static ld_status run_backend(const prepared *p, const ld_graph *g, const ld_inpu
     const char *name = p->vt->name;
     ld_run_sink sink = {.dump = dump, .outputs_only = strcmp(opt.layers, "outputs") == 0,
                         .progress = isatty(STDERR_FILENO) == 1 && !opt.quiet,
-                        .interrupted = &interrupted};
+                        .interrupted = &ld_cli_interrupted};
     ld_status st = warm_up(p, in, err);
     if (st == LD_OK)
         st = ld_run_sink_init(&sink, g, name, err);
@@ -457,7 +387,7 @@ static ld_status compare_backends(prepared *p, const ld_graph *g, const ld_input
         .graph = g, .inputs = (const ld_tensor *const *)in->tensors, .ref = &ref, .test = &test,
         .isolate = opt.isolate || (!opt.no_isolate && g->n_nodes < ISOLATE_MAX_NODES),
         .outputs_only = strcmp(opt.layers, "outputs") == 0,
-        .progress = isatty(STDERR_FILENO) == 1 && !opt.quiet, .interrupted = &interrupted,
+        .progress = isatty(STDERR_FILENO) == 1 && !opt.quiet, .interrupted = &ld_cli_interrupted,
         .dump = dump,
     };
     ld_status st = warm_up(&p[0], in, err);
@@ -485,6 +415,9 @@ static ld_status compare_backends(prepared *p, const ld_graph *g, const ld_input
     if (st == LD_OK && report)
         st = add_profile(&p[1], report, test.seconds,
                          test.sink.dump_seconds + c.iso_sink.dump_seconds, err);
+    run_timing = (ld_report_timing){.present = true, .ref_seconds = ref.seconds,
+                                    .test_seconds = test.seconds,
+                                    .compare_seconds = c.compare_seconds};
     *dump_runs = c.isolated ? 3 : 2;
     ld_run_compare_clear(&c);
     return st;
@@ -512,38 +445,22 @@ static void stdout_back(void)
     saved_stdout = -1;
 }
 
-/* The argv of `run`, as one line for the report. New string or NULL. */
-static char *command_line(void)
-{
-    size_t len = 1;
-    for (int i = 0; i < run_argc; i++)
-        len += strlen(run_argv[i]) + 1;
-    char *s = calloc(1, len + strlen("layerdiff "));
-    if (!s)
-        return NULL;
-    strcat(s, "layerdiff");
-    for (int i = 0; i < run_argc; i++) {
-        strcat(s, " ");
-        strcat(s, run_argv[i]);
-    }
-    return s;
-}
-
 /* Summary on the terminal, JSON report; LD_ERR_MISMATCH (no message) when a
  * tensor failed. */
 static ld_status report_comparison(const ld_compare_session *session, const char *model_path,
                                    const char *sha, const ld_input_set *in,
                                    const ld_backend_vtable *const *backends, ld_error *err)
 {
-    char config[2][1024], *line = command_line();
+    char config[2][1024], *line = ld_cli_command_line(run_argc, run_argv);
     ld_report_context ctx = {
         .command = CMD, .command_line = line, .model_path = model_path, .model_sha256 = sha,
         .ref_run = run_names[0], .ref_backend = backends[0]->name,
         .ref_config = run_config(backends[0], config[0], sizeof config[0]),
         .test_run = run_names[1], .test_backend = backends[1]->name,
         .test_config = run_config(backends[1], config[1], sizeof config[1]),
-        .input_seed = in->generated ? (int64_t)in->seed : -1,
+        .input_seed = in->generated ? (int64_t)in->seed : -1, .timing = run_timing,
     };
+    ctx.timing.total_seconds = ld_run_now() - run_started;
     fflush(stdout);
     ld_report_print_summary(session, &ctx, &summary_opts,
                             ld_cli_compare_summary_stream(&cmp_flags));
@@ -583,7 +500,8 @@ static ld_status run_model(const char *model_path, ld_error *err)
     ld_dump_writer *dump = NULL;
     ld_profile_report *report = NULL;
     char *ranges = NULL, *shapes = NULL, sha[65];
-    saved_signals saved;
+    ld_cli_saved_signals saved;
+    int dump_temp = -1; /* the dump's temporary file in the signal registry */
     uint64_t max_memory = 0;
     ld_compare_session *session = NULL;
     int dump_runs = 0;
@@ -599,33 +517,35 @@ static ld_status run_model(const char *model_path, ld_error *err)
         st = ld_cli_engine_setup(CMD, &engine_flags, backends, n_backends, &engine_cfg,
                                  &engine_selected, err);
     if (st == LD_OK)
-        st = join_list(&opt.ranges, &ranges, err);
+        st = ld_cli_list_join(&opt.in.ranges, &ranges, err);
     if (st == LD_OK)
-        st = join_list(&opt.shapes, &shapes, err);
+        st = ld_cli_list_join(&opt.in.shapes, &shapes, err);
     if (st == LD_OK)
         st = ld_cli_memory_limit(CMD, opt.max_memory, &max_memory, err);
     if (st == LD_OK)
         st = ld_cli_memory_check_file(model_path, max_memory, err);
     if (st == LD_OK)
         st = ld_onnx_load_file(&g, model_path, err);
-    if (st == LD_OK && !opt.loads.n) /* before generating inputs that would not fit */
-        st = ld_cli_memory_check_run(g, model_path, shapes, NULL, max_memory, err);
+    if (st == LD_OK && !opt.in.loads.n) /* before generating inputs that would not fit */
+        st = ld_cli_memory_check_run(g, model_path, shapes, NULL,
+                                     lockstep_backends(backends, n_backends), max_memory, err);
     if (st == LD_OK)
         st = ld_sha256_file(model_path, sha, err);
     if (st == LD_OK) {
-        ld_inputs_options io = {shapes, ranges, opt.seed >= 0 ? (uint64_t)opt.seed : 1,
-                                opt.loads.n, opt.loads.items};
+        ld_inputs_options io = {shapes, ranges, opt.in.seed >= 0 ? (uint64_t)opt.in.seed : 1,
+                                opt.in.loads.n, opt.in.loads.items};
         st = ld_inputs_make(&in, g, &io, err);
         if (st == LD_ERR_USAGE) /* point at the help, as other usage errors do */
             st = ld_cli_usage_error(err, CMD, "%s", err->message);
     }
-    if (st == LD_OK && opt.loads.n)
-        st = ld_cli_memory_check_run(g, model_path, NULL, in.shapes, max_memory, err);
+    if (st == LD_OK && opt.in.loads.n)
+        st = ld_cli_memory_check_run(g, model_path, NULL, in.shapes,
+                                     lockstep_backends(backends, n_backends), max_memory, err);
     if (st == LD_OK && engine_selected) /* conflicts fail here; warnings go to stderr */
         st = ld_cli_engine_plan(CMD, g, &engine_cfg, NULL, err);
     if (st == LD_OK && (opt.profile || opt.profile_json))
         st = ld_profile_report_new(&report, model_path, g,
-                                   opt.threads > 0 ? (int)opt.threads
+                                   opt.in.threads > 0 ? (int)opt.in.threads
                                                    : (int)sysconf(_SC_NPROCESSORS_ONLN),
                                    err);
     if (st != LD_OK)
@@ -634,13 +554,12 @@ static ld_status run_model(const char *model_path, ld_error *err)
     print_inputs(g, &in, ranges);
     for (int i = 0; i < n_backends; i++)
         ready[i] = (prepared){backends[i], NULL, 0};
-    catch_signals(&saved);
+    ld_cli_interrupt_catch(&saved);
     st = prepare_backends(ready, n_backends, g, &in, err);
     if (st == LD_OK && opt.dump)
         st = open_dump(&dump, g, model_path, sha, &in, err);
-    if (dump && snprintf(dump_temp_path, sizeof dump_temp_path, "%s",
-                         ld_dump_writer_temp_path(dump)) < (int)sizeof dump_temp_path)
-        dump_temp_set = 1;
+    if (dump) /* a second Ctrl-C removes it (the writer frees its own copy of the name) */
+        dump_temp = ld_temp_files_add(ld_dump_writer_temp_path(dump));
     dump_runs = n_backends;
     if (st == LD_OK && comparing(n_backends))
         st = compare_backends(ready, g, &in, dump, report, &session, &dump_runs, err);
@@ -650,9 +569,8 @@ static ld_status run_model(const char *model_path, ld_error *err)
         ready[i].state = NULL;
     }
     destroy_backends(ready, n_backends);
-    if (st == LD_OK && interrupted)
-        st = ld_error_set(err, LD_ERR_INTERRUPTED, "interrupted by %s",
-                          interrupted == SIGTERM ? "SIGTERM" : "SIGINT");
+    if (st == LD_OK && ld_cli_interrupted)
+        st = ld_error_set(err, LD_ERR_INTERRUPTED, "interrupted by %s", ld_cli_interrupt_name());
     if (st == LD_OK && dump) {
         st = ld_dump_writer_commit(dump, err);
         dump = NULL;
@@ -660,7 +578,7 @@ static ld_status run_model(const char *model_path, ld_error *err)
             printf("dump     %s (%d run%s)\n", opt.dump, dump_runs, dump_runs == 1 ? "" : "s");
     }
     ld_dump_writer_abort(dump); /* a failed or interrupted run leaves no file */
-    dump_temp_set = 0;
+    ld_temp_files_remove(dump_temp);
     if (st == LD_OK && opt.profile) {
         char rss[32];
         printf("peak RSS %s\n", ld_fmt_bytes(ld_profile_peak_rss(), rss, sizeof rss));
@@ -669,7 +587,7 @@ static ld_status run_model(const char *model_path, ld_error *err)
         st = ld_profile_report_write(report, opt.profile_json, err);
     if (st == LD_OK && session)
         st = report_comparison(session, model_path, sha, &in, backends, err);
-    restore_signals(&saved);
+    ld_cli_interrupt_restore(&saved);
     if (st == LD_ERR_INTERRUPTED && opt.dump)
         ld_error_prefix(err, "%s not written", opt.dump);
 out:
@@ -693,9 +611,11 @@ static ld_status run_run(int argc, char **argv, ld_error *err)
     memset(&cmp_flags, 0, sizeof cmp_flags);
     memset(&cmp_opts, 0, sizeof cmp_opts);
     opt.layers = "all";
-    opt.seed = -1;
+    opt.in.seed = -1;
     run_argc = argc;
     run_argv = argv;
+    run_started = ld_run_now();
+    run_timing = (ld_report_timing){0}; /* set by a comparing run */
     ld_cli_args args;
     ld_status st = ld_cli_parse(CMD, argc, argv, run_options, N_OPTIONS, &args, err);
     if (st != LD_OK)
@@ -716,7 +636,7 @@ static ld_status run_run(int argc, char **argv, ld_error *err)
     if (st != LD_OK)
         return st;
     st = run_model(args.positional[0], err);
-    if (st == LD_ERR_INTERRUPTED && interrupted == SIGTERM) {
+    if (st == LD_ERR_INTERRUPTED && ld_cli_interrupted == SIGTERM) {
         /* Die of the signal, so the parent sees 128 + 15 as for any killed process. */
         fprintf(stderr, "layerdiff: error: %s\n", err->message);
         fflush(NULL);

@@ -56,11 +56,13 @@ typedef struct ld_cli_compare_values {
                                       with ld_cli_report_write_session after the session */
 } ld_cli_compare_values;
 
-#define LD_CLI_COMPARE_OPTIONS(v)                                                              \
+/* The tolerance flags alone (the comparison's judgement, not its report):
+ * `bisect` and `reduce` judge with them and write no report. */
+#define LD_CLI_TOLERANCE_OPTIONS(v)                                                            \
     {"atol", 0, LD_OPT_LIST, &(v).atol, "[PAT:]X",                                             \
      "compare: absolute tolerance; PAT:X for tensors matching a glob"},                       \
     {"rtol", 0, LD_OPT_LIST, &(v).rtol, "[PAT:]X",                                             \
-     "compare: relative tolerance, as --atol (default: see below)"},                          \
+     "compare: relative tolerance, as --atol"},                                               \
     {"tol-mode", 0, LD_OPT_STRING, &(v).tol_mode, "MODE",                                      \
      "compare: polygraphy (abs>atol AND rel>rtol fails; default) or allclose"},               \
     {"check-error-stat", 0, LD_OPT_STRING, &(v).check_error_stat, "STAT",                      \
@@ -70,7 +72,11 @@ typedef struct ld_cli_compare_values {
     {"nan-is-error", 0, LD_OPT_FLAG, &(v).nan_is_error, NULL,                                  \
      "compare: any NaN in a test tensor fails it, even facing a NaN"},                        \
     {"culprit-ulp", 0, LD_OPT_STRING, &(v).culprit_ulp, "X",                                   \
-     "compare: culprit when the isolated error exceeds X ulps (default 8)"},                  \
+     "compare: culprit when the isolated error exceeds X ulps (default 8)"}
+
+/* Every comparison flag: the tolerances, then the report's. */
+#define LD_CLI_COMPARE_OPTIONS(v)                                                              \
+    LD_CLI_TOLERANCE_OPTIONS(v),                                                               \
     {"report-json", 0, LD_OPT_STRING, &(v).report_json, "FILE",                                \
      "compare: write every metric of every tensor as JSON ('-': stdout)"},                    \
     {"verbose", 0, LD_OPT_FLAG, &(v).verbose, NULL,                                            \

@@ -8,6 +8,7 @@
 
 #include "cli/term.h"
 #include "core/utf8.h"
+#include "layerdiff/memory.h"
 
 /* --- numbers and shapes ------------------------------------------------------ */
 
@@ -33,18 +34,9 @@ char *ld_fmt_count(int64_t n, char *buf, size_t size)
 
 char *ld_fmt_bytes(int64_t n, char *buf, size_t size)
 {
-    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    if (n < 1024) {
-        snprintf(buf, size, "%" PRId64 " B", n);
-        return buf;
-    }
-    double v = (double)n;
-    int u = -1;
-    while (v >= 1024.0 && u < 5) {
-        v /= 1024.0;
-        u++;
-    }
-    snprintf(buf, size, "%.1f %s", v, units[u]);
+    if (n >= 0)
+        return ld_memory_format((uint64_t)n, buf, size); /* one formatter for sizes */
+    snprintf(buf, size, "%" PRId64 " B", n);
     return buf;
 }
 
@@ -288,4 +280,56 @@ ld_status ld_json_print(FILE *out, const json_t *root, ld_error *err)
         fputc('\n', out) == EOF)
         return ld_error_set(err, LD_ERR_IO, "cannot write JSON output");
     return LD_OK;
+}
+
+/* --- shell words ---------------------------------------------------------------------- */
+
+char *ld_cli_shell_quote(const char *s)
+{
+    bool safe = *s != '\0';
+    for (const char *p = s; *p && safe; p++)
+        safe = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                      "@%+=:,./-_", *p) != NULL;
+    if (safe)
+        return strdup(s);
+    size_t len = 3;
+    for (const char *p = s; *p; p++)
+        len += *p == '\'' ? 4 : 1;
+    char *out = malloc(len), *o = out;
+    if (!out)
+        return NULL;
+    *o++ = '\'';
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'') {
+            memcpy(o, "'\\''", 4);
+            o += 4;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o++ = '\'';
+    *o = '\0';
+    return out;
+}
+
+char *ld_cli_command_line(int argc, char **argv)
+{
+    size_t len = strlen("layerdiff") + 1, used;
+    char *line = malloc(len);
+    if (!line)
+        return NULL;
+    used = (size_t)sprintf(line, "layerdiff");
+    for (int i = 0; i < argc; i++) {
+        char *word = ld_cli_shell_quote(argv[i]);
+        char *grown = word ? realloc(line, used + strlen(word) + 2) : NULL;
+        if (!grown) {
+            free(word);
+            free(line);
+            return NULL;
+        }
+        line = grown;
+        used += (size_t)sprintf(line + used, " %s", word);
+        free(word);
+    }
+    return line;
 }

@@ -62,4 +62,11 @@ bool ld_json_append(json_t *array, json_t *value);
 /* Prints root indented, with a trailing newline. */
 ld_status ld_json_print(FILE *out, const json_t *root, ld_error *err);
 
+/* A shell word for s: as is when it holds only safe characters, else in
+ * single quotes. Return value: new string, NULL when out of memory. */
+char *ld_cli_shell_quote(const char *s);
+/* "layerdiff" and argv (the subcommand first) as one line of shell words, to
+ * reproduce the command (reports). New string, NULL when out of memory. */
+char *ld_cli_command_line(int argc, char **argv);
+
 #endif

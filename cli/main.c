@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/interrupt.h"
 #include "cli/options.h"
 
 #ifndef LAYERDIFF_VERSION
@@ -174,5 +175,6 @@ static void set_omp_wait_policy(int argc, char **argv)
 int main(int argc, char **argv)
 {
     set_omp_wait_policy(argc, argv);
+    ld_cli_signals_default(); /* a fatal signal takes the temporary files with it */
     return finish_output(run_top_level(argc, argv));
 }

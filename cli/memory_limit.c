@@ -35,7 +35,7 @@ ld_status ld_cli_memory_check_file(const char *path, uint64_t limit, ld_error *e
 
 ld_status ld_cli_memory_check_run(const ld_graph *g, const char *model_path,
                                   const char *shapes_text, const ld_shape *shapes,
-                                  uint64_t limit, ld_error *err)
+                                  int backends, uint64_t limit, ld_error *err)
 {
     ld_input_shape_arg *args = NULL;
     int n_args = 0;
@@ -60,6 +60,7 @@ ld_status ld_cli_memory_check_run(const ld_graph *g, const char *model_path,
             goto out; /* dims overflowing int64: making the inputs says so, naming the input */
     }
     st = ld_memory_estimate_run(g, shapes, &est, err);
+    est.backends = backends;
     if (st == LD_OK)
         st = ld_memory_check(g, &est, limit, err);
     if (st != LD_OK)

@@ -2,6 +2,7 @@
 #include "cli/options.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -206,4 +207,39 @@ void ld_cli_print_options(FILE *out, const ld_cli_option *opts, int n_opts)
     for (int i = 0; i < n_opts; i++)
         print_option(out, opts[i].short_name, opts[i].name, opts[i].metavar, opts[i].help);
     print_option(out, 'h', "help", NULL, "show this help and exit");
+}
+
+ld_status ld_cli_list_join(const ld_cli_list *list, char **out, ld_error *err)
+{
+    *out = NULL;
+    if (list->n == 0)
+        return LD_OK;
+    size_t len = 1;
+    for (int i = 0; i < list->n; i++)
+        len += strlen(list->items[i]) + 1;
+    char *s = calloc(1, len);
+    if (!s)
+        return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < list->n; i++) {
+        if (i)
+            strcat(s, ",");
+        strcat(s, list->items[i]);
+    }
+    *out = s;
+    return LD_OK;
+}
+
+ld_status ld_cli_input_values_check(const char *cmd, const ld_cli_input_values *iv,
+                                    ld_error *err)
+{
+    if (iv->threads < 0 || iv->threads > 4096)
+        return ld_cli_usage_error(err, cmd, "--threads must be between 0 and 4096, got %" PRId64,
+                                  iv->threads);
+    if (iv->seed < -1)
+        return ld_cli_usage_error(err, cmd, "--seed must not be negative, got %" PRId64,
+                                  iv->seed);
+    if (iv->loads.n && (iv->seed >= 0 || iv->ranges.n))
+        return ld_cli_usage_error(err, cmd, "--load-inputs cannot be combined with --seed or "
+                                  "--val-range (those describe generated inputs)");
+    return LD_OK;
 }

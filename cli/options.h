@@ -32,6 +32,32 @@ typedef struct ld_cli_list {
     const char *items[LD_CLI_LIST_MAX];
 } ld_cli_list;
 
+/* The list's items joined with ',' into *out (new string), or NULL when it
+ * is empty. */
+ld_status ld_cli_list_join(const ld_cli_list *list, char **out, ld_error *err);
+
+/* The inputs' flags, shared by `run`, `bisect` and `reduce`. */
+typedef struct ld_cli_input_values {
+    int64_t threads;
+    int64_t seed;          /* -1: not given */
+    ld_cli_list ranges, loads, shapes;
+} ld_cli_input_values;
+
+#define LD_CLI_INPUT_OPTIONS(v)                                                                \
+    {"threads", 't', LD_OPT_INT, &(v).threads, "N", "threads per kernel (default: all cores)"}, \
+    {"seed", 0, LD_OPT_INT, &(v).seed, "N", "seed of the generated inputs (default 1)"},        \
+    {"val-range", 0, LD_OPT_LIST, &(v).ranges, "RANGES",                                        \
+     "generated values: [LO,HI] and/or NAME:[LO,HI] (default [0,1])"},                          \
+    {"load-inputs", 0, LD_OPT_LIST, &(v).loads, "SRC",                                          \
+     "load inputs: a folder, .npy/.pb file, dump, or NAME:FILE,..."},                           \
+    {"input-shapes", 0, LD_OPT_LIST, &(v).shapes, "SHAPES",                                     \
+     "dynamic dims: NAME:1x3x224x224 or DIM:N, comma-separated"}
+
+/* Usage errors in the inputs' flags (naming cmd): --threads out of 0..4096, a
+ * negative --seed, --load-inputs with --seed or --val-range. */
+ld_status ld_cli_input_values_check(const char *cmd, const ld_cli_input_values *iv,
+                                    ld_error *err);
+
 typedef struct ld_cli_option {
     const char *name;    /* long name without "--" */
     char short_name;     /* single-letter alias, or 0 */

@@ -35,7 +35,9 @@ ld_status ld_profile_report_add(ld_profile_report *r, const char *backend, doubl
 int64_t ld_profile_peak_rss(void);
 
 /* Writes the report as JSON (format: docs/cli.md) to path, with the peak RSS
- * at the moment of writing. */
+ * at the moment of writing: through a temporary file beside path renamed
+ * over it once complete (report/atomic_file.h), so a failed write or a
+ * signal leaves no partial file. */
 ld_status ld_profile_report_write(ld_profile_report *r, const char *path, ld_error *err);
 
 #endif

@@ -34,6 +34,7 @@ void ld_progress_begin_forced(ld_progress *p, FILE *stream, int total, const cha
     p->total = total;
     p->width = width >= 20 ? width : DEFAULT_WIDTH;
     snprintf(p->label, sizeof p->label, "%s", label ? label : "");
+    snprintf(p->unit, sizeof p->unit, "layer");
     p->start = now_seconds();
     p->last = -1;
 }
@@ -72,6 +73,11 @@ static int columns(const char *s)
     return n;
 }
 
+void ld_progress_set_unit(ld_progress *p, const char *unit)
+{
+    snprintf(p->unit, sizeof p->unit, "%s", unit);
+}
+
 void ld_progress_update(ld_progress *p, int k, const char *name)
 {
     if (!p->enabled)
@@ -81,8 +87,8 @@ void ld_progress_update(ld_progress *p, int k, const char *name)
         return;
     p->last = now;
     char head[128];
-    int len = snprintf(head, sizeof head, "  %s%slayer %d/%d  ", p->label, *p->label ? ": " : "",
-                       k, p->total);
+    int len = snprintf(head, sizeof head, "  %s%s%s %d/%d  ", p->label, *p->label ? ": " : "",
+                       p->unit, k, p->total);
     char tail[32];
     snprintf(tail, sizeof tail, "  %.1f s", now - p->start);
     int room = p->width - 1 - len - (int)strlen(tail);

@@ -20,6 +20,7 @@ typedef struct ld_progress {
     int total;
     int width;          /* columns available */
     char label[64];     /* "emulated" */
+    char unit[16];      /* what a step is: "layer" (default), "tensor" */
     double start, last; /* monotonic seconds; last < 0 before the first draw */
     int drawn;          /* columns of the line on screen (to erase it) */
 } ld_progress;
@@ -31,6 +32,8 @@ void ld_progress_begin(ld_progress *p, FILE *stream, int total, const char *labe
  * decided itself). */
 void ld_progress_begin_forced(ld_progress *p, FILE *stream, int total, const char *label,
                               int width);
+/* What the line counts ("tensor 3/10"; "layer" unless set). Call after begin. */
+void ld_progress_set_unit(ld_progress *p, const char *unit);
 /* Step k (1-based) of total is running or done; name may be NULL. */
 void ld_progress_update(ld_progress *p, int k, const char *name);
 /* Erases the line (if one was drawn); p may be begun again. */

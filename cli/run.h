@@ -114,6 +114,8 @@ typedef struct ld_run_compare {
     bool isolated;                      /* isolated error was computed */
     int64_t isolated_layers;            /* nodes run on the reference's inputs */
     double isolate_seconds;             /* time of the isolated layers (in test->seconds too) */
+    double compare_seconds;             /* time in the comparison session (in the sides'
+                                           seconds too when it ran inside their observers) */
     ld_run_sink iso_sink;               /* the isolated run's dump writes */
 } ld_run_compare;
 

@@ -70,7 +70,10 @@ static ld_status add_pair(cmp_state *cs, const ld_tensor_event *ev, const ld_ten
         .is_graph_output = v->is_graph_output, .ref = ref, .test = ev->tensor,
         .isolated = isolated,
     };
-    return ld_compare_session_add(c->session, &item, err);
+    double t0 = ld_run_now();
+    ld_status st = ld_compare_session_add(c->session, &item, err);
+    c->compare_seconds += ld_run_now() - t0;
+    return st;
 }
 
 /* --- lockstep ------------------------------------------------------------------------ */
@@ -402,6 +405,7 @@ ld_status ld_run_compare_go(ld_run_compare *c, ld_error *err)
     c->lockstep = ld_backend_is_stepwise(c->ref->vt) && ld_backend_is_stepwise(c->test->vt);
     c->isolated = c->lockstep && c->isolate;
     c->isolate_seconds = 0;
+    c->compare_seconds = 0;
     c->isolated_layers = 0;
     if (!c->lockstep) {
         const ld_backend_vtable *slow = ld_backend_is_stepwise(c->ref->vt) ? c->test->vt

@@ -1,7 +1,6 @@
 /* layerdiff CLI — profiles of `layerdiff run` (see profile.h). */
 #include "cli/profile.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -10,6 +9,7 @@
 
 #include "cli/format.h"
 #include "cli/term.h"
+#include "report/atomic_file.h"
 
 struct ld_profile_report {
     const ld_graph *graph;
@@ -263,17 +263,15 @@ int64_t ld_profile_peak_rss(void)
     return (int64_t)ru.ru_maxrss * 1024; /* Linux: KiB */
 }
 
+static ld_status write_root(const void *root, FILE *f, ld_error *err)
+{
+    ld_status st = ld_json_print(f, root, err);
+    return st != LD_OK && ferror(f) ? LD_OK : st; /* the writer says which file, and why */
+}
+
 ld_status ld_profile_report_write(ld_profile_report *r, const char *path, ld_error *err)
 {
     if (!ld_json_set(r->root, "peak_rss_bytes", json_integer(ld_profile_peak_rss())))
         return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return ld_error_set(err, LD_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    ld_status st = ld_json_print(f, r->root, err);
-    if (st != LD_OK)
-        ld_error_prefix(err, "%s", path);
-    if (fclose(f) != 0 && st == LD_OK)
-        st = ld_error_set(err, LD_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    return st;
+    return ld_atomic_write_file(path, "profile", write_root, r->root, err);
 }

@@ -219,6 +219,29 @@ static void run_pass(cmp_pass *ps, cmp_acc *acc)
     }
 }
 
+/* Σrt, Σr² and Σt² summed again, compensated, when the AVX-512 kernel's
+ * derived ones are not accurate to a few ulps of the result
+ * (cmp_similarity_inexact): a cosine near 0, sides of different scales.
+ * Every other sum of acc stays. */
+static void similarity_pass(cmp_pass *ps, cmp_acc *acc)
+{
+    ld_compare_scratch *s = ps->scratch;
+    int64_t n = ps->ref->count;
+    acc->srt = acc->srt_lo = acc->srr = acc->srr_lo = acc->stt = acc->stt_lo = 0;
+    acc->rt_scale = acc->rr_scale = acc->tt_scale = 0;
+    for (int64_t i0 = 0; i0 < n; i0 += CMP_BLOCK) {
+        int m = n - i0 < CMP_BLOCK ? (int)(n - i0) : CMP_BLOCK;
+        if (ps->fast) {
+            cmp_similarity_float_fast(load_floats(ps->ref, i0, m, s->f_r),
+                                      load_floats(ps->test, i0, m, s->f_t), m, acc);
+        } else {
+            load_doubles(ps->ref, i0, m, s->blk_r);
+            load_doubles(ps->test, i0, m, s->blk_t);
+            cmp_similarity_double(s->blk_r, s->blk_t, m, acc);
+        }
+    }
+}
+
 /* ---- order statistics ---- */
 
 /* The ranks one measure needs and where each answer goes. */
@@ -564,19 +587,23 @@ static void similarity(const cmp_acc *acc, ld_tensor_metrics *out)
         out->l2_rel = INFINITY;
         return;
     }
-    if (acc->srr == 0 && acc->stt == 0)
+    /* the compensated sums (hi + lo) */
+    double srt = acc->srt + acc->srt_lo, srr = acc->srr + acc->srr_lo;
+    double stt = acc->stt + acc->stt_lo, sdd = acc->sdd + acc->sdd_lo;
+    if (srr == 0 && stt == 0)
         out->cosine = 1.0;
-    else if (acc->srr == 0 || acc->stt == 0)
+    else if (srr == 0 || stt == 0)
         out->cosine = 0.0;
+    else if (sdd == 0)
+        out->cosine = 1.0; /* equal tensors: exactly, whatever the sums' rounding */
     else {
-        /* sqrt of the product is exact for equal tensors (cosine 1 exactly);
-           separate roots only if the product overflows */
-        double prod = acc->srr * acc->stt;
-        double c = acc->srt / (isinf(prod) ? sqrt(acc->srr) * sqrt(acc->stt) : sqrt(prod));
+        /* separate roots only if the product overflows */
+        double prod = srr * stt;
+        double c = srt / (isinf(prod) ? sqrt(srr) * sqrt(stt) : sqrt(prod));
         out->cosine = c > 1.0 ? 1.0 : c < -1.0 ? -1.0 : c; /* rounding can step past +-1 */
     }
-    out->snr_db = acc->sdd == 0 ? INFINITY : 10.0 * log10(acc->srr / acc->sdd);
-    out->l2_rel = acc->sdd == 0 ? 0.0 : sqrt(acc->sdd) / sqrt(acc->srr);
+    out->snr_db = sdd == 0 ? INFINITY : 10.0 * log10(srr / sdd);
+    out->l2_rel = sdd == 0 ? 0.0 : sqrt(sdd) / sqrt(srr);
 }
 
 static bool stat_fails(double abs_stat, double rel_stat, const ld_tolerance *tol)
@@ -757,6 +784,8 @@ ld_status ld_compare_tensors(const ld_tensor *ref, const ld_tensor *test, ld_pre
     plan_wanted(tol, ref->count, out, ps.is_float, w);
     if ((st = order_statistics(&ps, w, &acc, what, err)) != LD_OK)
         goto out;
+    if (acc.special_mismatch == 0 && cmp_similarity_inexact(&acc))
+        similarity_pass(&ps, &acc);
     fill_results(&ps, &acc, tol, out);
 out:
     ld_compare_scratch_destroy(own);

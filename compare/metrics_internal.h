@@ -55,15 +55,44 @@ typedef struct cmp_acc {
     int64_t zero_err[CMP_MEASURES]; /* elements whose error is exactly 0 */
     int64_t inf_err[CMP_MEASURES];  /* ... is +inf */
     double srt, srr, stt, sdd;      /* Σrt, Σr², Σt², Σ(t-r)² over finite pairs */
+    double srt_lo, srr_lo, stt_lo, sdd_lo; /* each sum is hi + lo, compensated (cmp_sum2_add):
+                                       Σrt may cancel, and the others stay within a few
+                                       ulps however many blocks add up */
+    /* The AVX-512 kernel derives Σrt = (Σr² + Σt² - Σ(t-r)²) / 2 (and, when it
+       shifts, Σx² = Σ(x-c)² + c(2Σ(x-c) + n c)): each is off by a few ulps of
+       the sum of its terms' magnitudes, accumulated here. When that is not
+       small against the result (a cosine near 0, sides of different scales,
+       a shift far from the data), metrics.c sums them again
+       (cmp_similarity_inexact, cmp_similarity_float_fast / _double). */
+    double rt_scale, rr_scale, tt_scale;
     int64_t nonfinite_test_only, special_mismatch, would_overflow, underflow_zero;
     int64_t rel_tiny_ref, n_fail, first_fail, test_nan;
 } cmp_acc;
 
 void cmp_acc_init(cmp_acc *acc);
+
+/* *hi + *lo += x, the rounding error of the addition kept in *lo (Knuth's
+ * TwoSum: exact whatever the magnitudes). For sums that may cancel. */
+static inline void cmp_sum2_add(double *hi, double *lo, double x)
+{
+    double sum = *hi + x, x_part = sum - *hi;
+    *lo += (*hi - (sum - x_part)) + (x - x_part);
+    *hi = sum;
+}
+
 void cmp_side_init(cmp_side_acc *side);
 
 /* The ulp scale 1/ulp_p(r) as a power of two, for finite r (exact). */
 double cmp_ulp_scale(const cmp_params *p, double r);
+
+/* Σrt, Σr², Σt² over the finite pairs of m elements, compensated (hi + lo,
+ * added to the acc's), for when the derived ones are not accurate enough
+ * (cmp_acc: rt_scale). Portable (doubles) and AVX-512 (floats) versions
+ * (metrics_similarity.c). */
+void cmp_similarity_double(const double *r, const double *t, int m, cmp_acc *acc);
+void cmp_similarity_float_fast(const float *r, const float *t, int m, cmp_acc *acc);
+/* Whether the acc's derived sums are not accurate to a few ulps. */
+bool cmp_similarity_inexact(const cmp_acc *acc);
 
 /* Portable kernel: m elements as doubles, index of the first = base.
  * differs: NULL for float pairs; for integer pairs, which elements are not
@@ -151,7 +180,7 @@ void cmp_force_portable(bool on);
  * because an interval missed. */
 int64_t cmp_scratch_recomputed(const ld_compare_scratch *s);
 /* Whether the AVX-512 kernel can judge with these parameters (the CPU has
- * it, float tensors, tolerances >= 0). */
+ * it, float tensors, finite tolerances >= 0). */
 bool cmp_fast_usable(const cmp_params *p);
 /* Judges the block like cmp_block_double and returns true, unless a value
  * is NaN or infinite: then it returns false having changed nothing in acc,

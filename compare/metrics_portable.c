@@ -102,10 +102,13 @@ void cmp_block_double(const cmp_params *p, const double *r, const double *t,
                 fail = a > p->atol && rel > p->rtol;
             if (tv == 0 && rv != 0)
                 acc->underflow_zero++;
-            acc->srt += rv * tv;
-            acc->srr += rv * rv;
-            acc->stt += tv * tv;
-            acc->sdd += diff * diff;
+            /* compensated: Σrt may cancel (a cosine near 0), and one
+               element at a time the others would lose ~sqrt(n) ulps */
+            cmp_sum2_add(&acc->srt, &acc->srt_lo, rv * tv);
+            acc->srt_lo += fma(rv, tv, -(rv * tv)); /* 0 for floats: their product is exact */
+            cmp_sum2_add(&acc->srr, &acc->srr_lo, rv * rv);
+            cmp_sum2_add(&acc->stt, &acc->stt_lo, tv * tv);
+            cmp_sum2_add(&acc->sdd, &acc->sdd_lo, diff * diff);
         } else {
             /* NaN against NaN, or the same infinity: equal; else infinitely wrong */
             bool matched = (isnan(rv) && isnan(tv)) || rv == tv;

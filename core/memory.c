@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,55 @@ uint64_t ld_memory_limit(void)
     return memory_limit;
 }
 
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* The shared budget: weights and inputs of the run (declared, not summed:
+ * the executors of one run share them) and the tensors every executor holds. */
+static _Atomic uint64_t resident_bytes;
+static _Atomic uint64_t held_bytes;
+
+void ld_memory_set_resident(uint64_t bytes)
+{
+    atomic_store(&resident_bytes, bytes);
+}
+
+uint64_t ld_memory_resident(void)
+{
+    return atomic_load(&resident_bytes);
+}
+
+bool ld_memory_try_hold(uint64_t bytes)
+{
+    uint64_t limit = memory_limit, held = atomic_load(&held_bytes);
+    for (;;) {
+        uint64_t total = sat_add(sat_add(held, bytes), atomic_load(&resident_bytes));
+        if (limit && total > limit)
+            return false;
+        if (atomic_compare_exchange_weak(&held_bytes, &held, held + bytes))
+            return true;
+    }
+}
+
+void ld_memory_hold(uint64_t bytes)
+{
+    atomic_fetch_add(&held_bytes, bytes);
+}
+
+void ld_memory_release(uint64_t bytes)
+{
+    uint64_t held = atomic_load(&held_bytes);
+    while (!atomic_compare_exchange_weak(&held_bytes, &held, held > bytes ? held - bytes : 0))
+        ;
+}
+
+uint64_t ld_memory_held(void)
+{
+    return atomic_load(&held_bytes);
+}
+
 char *ld_memory_format(uint64_t bytes, char *buf, size_t size)
 {
     static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
@@ -95,10 +145,6 @@ char *ld_memory_format(uint64_t bytes, char *buf, size_t size)
 
 /* --- estimate ------------------------------------------------------------------------------ */
 
-static uint64_t sat_add(uint64_t a, uint64_t b)
-{
-    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
 
 static uint64_t sat_mul(uint64_t a, uint64_t b)
 {
@@ -367,17 +413,25 @@ out:
 ld_status ld_memory_check(const ld_graph *g, const ld_memory_estimate *est, uint64_t limit,
                           ld_error *err)
 {
-    if (!limit || est->total_bytes <= limit)
+    uint64_t needed = est->backends > 1
+                          ? sat_add(sat_add(est->weight_bytes, est->input_bytes),
+                                    sat_mul(est->peak_bytes, (uint64_t)est->backends))
+                          : est->total_bytes;
+    if (!limit || needed <= limit)
         return LD_OK;
     char total[32], weights[32], inputs[32], peak[32], largest[32], lim[32], at[300] = "";
+    int o = 0;
     if (est->peak_node >= 0 && est->peak_bytes > 0)
-        snprintf(at, sizeof at, " at node '%s' (%s)", g->nodes[est->peak_node].name,
-                 g->nodes[est->peak_node].op_type);
+        o = snprintf(at, sizeof at, " at node '%s' (%s)", g->nodes[est->peak_node].name,
+                     g->nodes[est->peak_node].op_type);
+    if (est->backends > 1 && o >= 0 && (size_t)o < sizeof at)
+        snprintf(at + o, sizeof at - (size_t)o, ", in each of the %d backends run together",
+                 est->backends);
     return ld_error_set(
         err, LD_ERR_NOMEM,
         "the run needs %s%s of tensors (weights %s, inputs %s, layer outputs alive at once %s%s; "
         "largest tensor '%s', %s), more than the memory limit %s (--max-memory)",
-        est->n_unknown ? "at least " : "", ld_memory_format(est->total_bytes, total, sizeof total),
+        est->n_unknown ? "at least " : "", ld_memory_format(needed, total, sizeof total),
         ld_memory_format(est->weight_bytes, weights, sizeof weights),
         ld_memory_format(est->input_bytes, inputs, sizeof inputs),
         ld_memory_format(est->peak_bytes, peak, sizeof peak), at,

@@ -21,6 +21,8 @@
 /* Group paths and attribute names of format version 1 (docs/dump-format.md). */
 #define LD_DUMP_INPUTS_GROUP "/inputs"
 #define LD_DUMP_RUNS_GROUP "/runs"
+/* Format version 2: one index table per run, /index/<run link>. */
+#define LD_DUMP_INDEX_GROUP "/index"
 
 /* --- dump_isolate.c: HDF5 metadata reads in a child process first --- */
 
@@ -106,6 +108,75 @@ ld_status ld_dump_attr_read_string(hid_t obj, const char *name, bool required,
  * only when found is NULL. */
 ld_status ld_dump_attr_read_int64(hid_t obj, const char *name, int64_t *out, bool *found,
                                   ld_error *err);
+
+/* --- dump_index.c: the per-run tensor index of format version 2 --- */
+
+/* One row of /index/<run link> (docs/dump-format.md, "Run index"). The
+ * counters' names match ld_dump_counter_names. */
+typedef struct ld_dump_index_row {
+    char *link, *name, *node, *op_type;
+    int64_t topo_index, output_index;
+    char *precision, *dtype;
+    char *inputs;             /* escaped input names joined by '/' ("" none) */
+    int8_t graph_output;      /* 1: the tensor is a graph output */
+    int8_t counters;          /* 1: the five counters below are the engine's */
+    int64_t overflows, nans_created, underflows, subnormals, partial_overflows;
+} ld_dump_index_row;
+
+/* Rows a writer buffers per run (and a reader reads at once); also the
+ * table's chunk size. */
+#define LD_DUMP_INDEX_BLOCK 256
+
+typedef struct ld_dump_index_types {
+    hid_t mem;                /* native ld_dump_index_row */
+    hid_t file;               /* packed little-endian */
+    hid_t dxpl;               /* transfer properties: conversion buffers of one block */
+} ld_dump_index_types;
+ld_status ld_dump_index_types_init(ld_dump_index_types *types, ld_error *err);
+void ld_dump_index_types_close(ld_dump_index_types *types); /* safe after a failed init */
+
+/* A table being written: rows are buffered and appended a block at a time. */
+typedef struct ld_dump_index {
+    hid_t dset;
+    const ld_dump_index_types *types; /* borrowed */
+    ld_dump_index_row *rows;  /* LD_DUMP_INDEX_BLOCK, strings owned */
+    int n_rows;
+    hsize_t written;
+} ld_dump_index;
+/* Creates the empty table parent/link (link already escaped). */
+ld_status ld_dump_index_create(ld_dump_index *ix, hid_t parent, const char *link, hid_t lcpl,
+                               const ld_dump_index_types *types, ld_error *err);
+/* Buffers the row of one tensor (strings copied), appending the buffer
+ * first when it is full. */
+ld_status ld_dump_index_add(ld_dump_index *ix, const char *link, const ld_dump_tensor_meta *m,
+                            ld_dtype dtype, ld_error *err);
+/* Appends the buffered rows. */
+ld_status ld_dump_index_flush(ld_dump_index *ix, ld_error *err);
+/* Closes the table, dropping unflushed rows. Safe on a zeroed or closed index
+ * whose dset is H5I_INVALID_HID. */
+void ld_dump_index_close(ld_dump_index *ix);
+
+/* Reads table parent/link, which must have `expected` rows, calling on_row
+ * for each in order; the row's strings (NULL when absent) are valid only
+ * during the call. Messages say what is wrong; the caller names the table. */
+typedef ld_status (*ld_dump_index_row_fn)(void *user, int i, const ld_dump_index_row *row,
+                                          ld_error *err);
+ld_status ld_dump_index_read(hid_t parent, const char *link, int expected,
+                             ld_dump_index_row_fn on_row, void *user, ld_error *err);
+/* Fills m (strings new, owned by m; dtype from the row, shape not set) and
+ * *link (new) from row i, bounding every string and checking that the link
+ * is the name escaped. On failure what was filled is still the caller's to
+ * free. */
+ld_status ld_dump_index_row_meta(const ld_dump_index_row *row, int i, ld_dump_tensor_meta *m,
+                                 char **link, ld_error *err);
+
+/* The inputs column: escaped names joined by '/' (escaping encodes every
+ * '/' in a name, so the separator is unambiguous; no inputs is ""). join
+ * returns a new string (free) or NULL out of memory; split returns a new
+ * array freed with ld_dump_strings_free, or an error for an entry that is
+ * not a canonical escaped name. */
+char *ld_dump_join_inputs(int n, const char *const *names);
+ld_status ld_dump_split_inputs(const char *joined, int *n, const char ***out, ld_error *err);
 
 /* The counters attribute names, in ld_layer_counters field order. */
 extern const char *const ld_dump_counter_names[5];

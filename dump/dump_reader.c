@@ -151,17 +151,14 @@ static ld_status read_shape(hid_t dset, ld_shape *shape, ld_error *err)
     return st;
 }
 
-static ld_status read_dtype(hid_t dset, ld_dtype *dtype, ld_error *err)
+/* The dtype named `name` (the dtype attribute or index column), checked
+ * against the dataset's stored type. */
+static ld_status check_dtype(hid_t dset, const char *name, ld_dtype *dtype, ld_error *err)
 {
-    const char *name = NULL;
-    ld_status st = ld_dump_attr_read_string(dset, "dtype", true, &name, err);
-    if (st != LD_OK)
-        return st;
     if (!ld_dtype_from_name(name, dtype) || !ld_dtype_is_supported(*dtype))
-        st = ld_error_set(err, LD_ERR_UNSUPPORTED, "has unknown dtype attribute '%.64s'", name);
-    free((char *)name);
-    if (st != LD_OK)
-        return st;
+        return ld_error_set(err, LD_ERR_UNSUPPORTED, "has unknown dtype attribute '%.64s'",
+                            name);
+    ld_status st = LD_OK;
     char why[160];
     hid_t type = H5Dget_type(dset);
     if (type < 0)
@@ -170,6 +167,30 @@ static ld_status read_dtype(hid_t dset, ld_dtype *dtype, ld_error *err)
         st = ld_error_set(err, LD_ERR_INPUT, "holds %s, but its dtype attribute says %s", why,
                           ld_dtype_name(*dtype));
     H5Tclose(type);
+    return st;
+}
+
+static ld_status read_dtype(hid_t dset, ld_dtype *dtype, ld_error *err)
+{
+    const char *name = NULL;
+    ld_status st = ld_dump_attr_read_string(dset, "dtype", true, &name, err);
+    if (st == LD_OK)
+        st = check_dtype(dset, name, dtype, err);
+    free((char *)name);
+    return st;
+}
+
+/* Shape of the dataset, checked to have a size that fits in memory. */
+static ld_status read_checked_shape(hid_t dset, const ld_dump_tensor_meta *m, ld_shape *shape,
+                                    ld_error *err)
+{
+    int64_t count;
+    size_t nbytes;
+    ld_status st = read_shape(dset, shape, err);
+    if (st == LD_OK)
+        st = ld_shape_count(shape, &count, "shape", err);
+    if (st == LD_OK)
+        st = ld_shape_nbytes(count, ld_dtype_size(m->dtype), &nbytes, "shape", err);
     return st;
 }
 
@@ -190,6 +211,7 @@ static ld_status read_counters(hid_t dset, ld_layer_counters *c, ld_error *err)
 static ld_status read_meta(hid_t dset, ld_dump_tensor_meta *m, ld_error *err)
 {
     int64_t output_index = 0;
+    m->graph_output = -1; /* format version 1 does not say */
     ld_status st = ld_dump_attr_read_string(dset, "name", true, &m->name, err);
     if (st == LD_OK)
         st = ld_dump_attr_read_string(dset, "node", true, &m->node, err);
@@ -215,13 +237,7 @@ static ld_status read_meta(hid_t dset, ld_dump_tensor_meta *m, ld_error *err)
     if (st == LD_OK)
         st = read_dtype(dset, &m->dtype, err);
     if (st == LD_OK)
-        st = read_shape(dset, &m->shape, err);
-    int64_t count;
-    size_t nbytes;
-    if (st == LD_OK)
-        st = ld_shape_count(&m->shape, &count, "shape", err);
-    if (st == LD_OK)
-        st = ld_shape_nbytes(count, ld_dtype_size(m->dtype), &nbytes, "shape", err);
+        st = read_checked_shape(dset, m, &m->shape, err);
     return st;
 }
 
@@ -302,6 +318,64 @@ out:
     return st;
 }
 
+/* --- format version 2: a run's index table ------------------------------------------ */
+
+/* ld_dump_index_row_fn: row i describes entry i of the group. */
+static ld_status take_row(void *user, int i, const ld_dump_index_row *row, ld_error *err)
+{
+    dump_group *g = user;
+    dump_entry *e = &g->entries[i];
+    g->count = i + 1;
+    e->creation_rank = i;
+    return ld_dump_index_row_meta(row, i, &e->meta, &e->link, err);
+}
+
+/* Checks the dataset a row describes: its stored type against the row's
+ * dtype, and its shape. */
+static ld_status check_entry_dataset(dump_group *g, dump_entry *e, ld_error *err)
+{
+    hid_t dset = H5Dopen2(g->group, e->link, H5P_DEFAULT);
+    if (dset < 0)
+        return ld_error_set(err, LD_ERR_INPUT, "'%s/%s' (in the run's index) is not a readable "
+                            "dataset", g->path, e->link);
+    ld_status st = check_dtype(dset, ld_dtype_name(e->meta.dtype), &e->meta.dtype, err);
+    if (st == LD_OK)
+        st = read_checked_shape(dset, &e->meta, &e->meta.shape, err);
+    if (st != LD_OK)
+        ld_error_prefix(err, "dataset '%s/%s'", g->path, e->link);
+    H5Dclose(dset);
+    return st;
+}
+
+/* Indexes run group g from its table index/<link> (format version 2): one
+ * row per dataset of the group, nothing else in the group. */
+static ld_status index_run_table(dump_group *g, hid_t index, const char *link, ld_error *err)
+{
+    link_list links = {0};
+    ld_status st = list_links(g->group, g->path, &links, err);
+    if (st != LD_OK)
+        goto out;
+    g->entries = calloc((size_t)(links.count ? links.count : 1), sizeof *g->entries);
+    if (!g->entries) {
+        st = ld_error_set(err, LD_ERR_NOMEM, "out of memory indexing %s", g->path);
+        goto out;
+    }
+    st = ld_dump_index_read(index, link, links.count, take_row, g, err);
+    if (st != LD_OK) {
+        ld_error_prefix(err, "index table '%s/%s'", LD_DUMP_INDEX_GROUP, link);
+        goto out;
+    }
+    for (int i = 0; i < g->count && st == LD_OK; i++)
+        st = check_entry_dataset(g, &g->entries[i], err);
+    if (st != LD_OK)
+        goto out;
+    qsort(g->entries, (size_t)g->count, sizeof *g->entries, compare_topo);
+    st = build_name_index(g, err);
+out:
+    link_list_free(&links);
+    return st;
+}
+
 static void group_free(dump_group *g)
 {
     for (int i = 0; i < g->count; i++) {
@@ -334,7 +408,9 @@ static ld_status open_group(hid_t parent, const char *link, const char *parent_p
     return LD_OK;
 }
 
-static ld_status read_run(hid_t runs, const char *link, dump_group *g, ld_error *err)
+/* index: the /index group of a version 2 file, H5I_INVALID_HID in version 1. */
+static ld_status read_run(hid_t runs, hid_t index, const char *link, dump_group *g,
+                          ld_error *err)
 {
     ld_status st = open_group(runs, link, LD_DUMP_RUNS_GROUP, g, err);
     if (st == LD_OK)
@@ -350,15 +426,17 @@ static ld_status read_run(hid_t runs, const char *link, dump_group *g, ld_error 
     if (st != LD_OK && g->path)
         ld_error_prefix(err, "run group '%s'", g->path);
     if (st == LD_OK)
-        st = index_group(g, err);
+        st = index >= 0 ? index_run_table(g, index, link, err) : index_group(g, err);
     return st;
 }
 
 static ld_status read_runs(ld_dump *d, ld_error *err)
 {
     link_list links = {0};
-    dump_group runs_group;
+    dump_group runs_group, tables = {.group = H5I_INVALID_HID};
     ld_status st = open_group(d->file, LD_DUMP_RUNS_GROUP + 1, "", &runs_group, err);
+    if (st == LD_OK && d->info.format_version >= 2)
+        st = open_group(d->file, LD_DUMP_INDEX_GROUP + 1, "", &tables, err);
     if (st == LD_OK)
         st = list_links(runs_group.group, LD_DUMP_RUNS_GROUP, &links, err);
     if (st == LD_OK && links.count > 0) {
@@ -368,7 +446,7 @@ static ld_status read_runs(ld_dump *d, ld_error *err)
     }
     for (int i = 0; st == LD_OK && i < links.count; i++) {
         d->run_count = i + 1;
-        st = read_run(runs_group.group, links.names[i], &d->runs[i], err);
+        st = read_run(runs_group.group, tables.group, links.names[i], &d->runs[i], err);
         for (int j = 0; st == LD_OK && j < i; j++)
             if (strcmp(d->runs[j].info.name, d->runs[i].info.name) == 0)
                 st = ld_error_set(err, LD_ERR_INPUT, "two runs are named '%s'",
@@ -376,6 +454,7 @@ static ld_status read_runs(ld_dump *d, ld_error *err)
     }
     link_list_free(&links);
     group_free(&runs_group);
+    group_free(&tables);
     return st;
 }
 

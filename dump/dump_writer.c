@@ -26,10 +26,11 @@
  * negligible, small enough to stay in cache while it is filtered. */
 #define CHUNK_TARGET_BYTES ((size_t)1 << 20)
 
-/* A run group being written. */
+/* A run group being written, with its index table (format version 2). */
 typedef struct open_run {
     hid_t group;      /* H5I_INVALID_HID once closed */
     char *name;       /* for messages */
+    ld_dump_index index;
 } open_run;
 
 struct ld_dump_writer {
@@ -38,18 +39,22 @@ struct ld_dump_writer {
     hid_t file;
     hid_t inputs;     /* /inputs */
     hid_t runs;       /* /runs */
+    hid_t index;      /* /index: one table per run */
     open_run *run;    /* every run begun; a handle is an index here */
     int n_run, cap_run;
     int current;      /* the run begin_run opened (add_tensor writes there), -1 */
     hid_t lcpl;       /* link creation: UTF-8 link names */
     hid_t gcpl;       /* group creation: links tracked in creation order */
+    hid_t run_gcpl;   /* run groups: no creation order (the index keeps it) */
     /* made once, used for every tensor (the per-call setup of HDF5 objects
        cost as much as writing a small tensor) */
-    ld_dump_attr_cache attrs;
+    ld_dump_attr_cache attrs;         /* for the inputs' attributes */
+    ld_dump_index_types index_types;  /* the index tables' row types */
     hid_t plain_dcpl;                 /* contiguous dataset properties, or invalid */
     hid_t ftype[LD_DTYPE_COUNT_];     /* per dtype, made on first use */
     hid_t mtype[LD_DTYPE_COUNT_];
     int gzip_level;
+    int version;      /* format version written: 2, or 1 when asked */
     bool sync;
     bool tmp_created; /* tmp_path is ours to remove */
     ld_error failure; /* first error; status LD_OK while healthy */
@@ -98,30 +103,33 @@ static ld_status create_property_lists(ld_dump_writer *w, ld_error *err)
 {
     w->lcpl = H5Pcreate(H5P_LINK_CREATE);
     w->gcpl = H5Pcreate(H5P_GROUP_CREATE);
-    if (w->lcpl < 0 || w->gcpl < 0 || H5Pset_char_encoding(w->lcpl, H5T_CSET_UTF8) < 0 ||
+    w->run_gcpl = H5Pcreate(H5P_GROUP_CREATE);
+    if (w->lcpl < 0 || w->gcpl < 0 || w->run_gcpl < 0 ||
+        H5Pset_char_encoding(w->lcpl, H5T_CSET_UTF8) < 0 ||
+        H5Pset_obj_track_times(w->run_gcpl, 0) < 0 ||
         H5Pset_link_creation_order(w->gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED) < 0 ||
         H5Pset_obj_track_times(w->gcpl, 0) < 0)
         return ld_error_set(err, LD_ERR_INTERNAL, "cannot set up HDF5 property lists");
     return LD_OK;
 }
 
-/* HDF5 keeps a written dataset's header in its metadata cache, decoded (a
- * dozen attributes with their own type and dataspace objects: ~15 KiB each
- * in memory for ~1.5 KiB in the file), until the cache, 2 MiB growing to
- * 32 MiB by its on-file accounting, evicts it: a 2,304-tensor dump held
- * 45 MiB more than the run without it. The writer never reads back, so a
- * closed dataset's metadata is evicted at once (evict on close), and the
- * cache is kept at 1 MiB: evict on close walks the cache's dirty entries
- * (the groups' link indexes) at every close, which took 3x the write time
- * with 100,000 tensors in the default cache and is cheap in a small one.
- * Measured (768-node model, 2,304 tensors): +6 MiB peak instead of +48. */
-#define METADATA_CACHE_BYTES ((size_t)1 << 20)
-static bool bound_metadata_cache(hid_t fapl)
+/* HDF5 keeps written objects' headers in its metadata cache, decoded, until
+ * the cache, 2 MiB growing to 32 MiB by its on-file accounting, evicts them.
+ * With format version 1's dozen attributes per dataset (~15 KiB each in
+ * memory for ~1.5 KiB in the file) that held 45 MiB more on a 2,304-tensor
+ * dump, and evict-on-close, which fixed it, walked the cache's dirty entries
+ * at every dataset close: a fifth of the dump's time. Version 2 datasets
+ * carry no attributes (their descriptions go to the run's index table), so
+ * their headers are small: the cache is kept at 64 KiB, without
+ * evict-on-close. Measured (768-node model, 2,304 tensors): see
+ * docs/dump-format.md, "Writing". */
+#define METADATA_CACHE_BYTES ((size_t)64 << 10)
+static bool bound_metadata_cache(hid_t fapl, int version)
 {
     H5AC_cache_config_t c;
     memset(&c, 0, sizeof c);
     c.version = H5AC__CURR_CACHE_CONFIG_VERSION;
-    if (H5Pset_evict_on_close(fapl, 1) < 0 || H5Pget_mdc_config(fapl, &c) < 0)
+    if (H5Pset_evict_on_close(fapl, version < 2) < 0 || H5Pget_mdc_config(fapl, &c) < 0)
         return false;
     c.set_initial_size = true;
     c.initial_size = METADATA_CACHE_BYTES / 2;
@@ -139,10 +147,14 @@ static ld_status create_file(ld_dump_writer *w, ld_error *err)
      * h5dump); SEMI close degree: H5Fclose fails instead of silently keeping
      * the file open if an object were left open; no timestamp on the root
      * group, so the same run gives the same bytes. Memory: see
-     * bound_metadata_cache. */
+     * bound_metadata_cache. No data sieve buffer: every dataset is written
+     * whole, once, so HDF5's default (a zeroed buffer of up to 64 KiB per
+     * dataset, the data copied into it and written at H5Dclose) only added
+     * an allocation and a copy to each tensor under 64 KiB; without it each
+     * H5Dwrite goes straight to pwrite. */
     if (fapl < 0 || fcpl < 0 || H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_V18) < 0 ||
         H5Pset_fclose_degree(fapl, H5F_CLOSE_SEMI) < 0 || H5Pset_obj_track_times(fcpl, 0) < 0 ||
-        !bound_metadata_cache(fapl)) {
+        H5Pset_sieve_buf_size(fapl, 0) < 0 || !bound_metadata_cache(fapl, w->version)) {
         if (fapl >= 0)
             H5Pclose(fapl);
         if (fcpl >= 0)
@@ -161,7 +173,9 @@ static ld_status create_file(ld_dump_writer *w, ld_error *err)
                             w->path, w->tmp_path, detail);
     w->inputs = H5Gcreate2(w->file, LD_DUMP_INPUTS_GROUP, w->lcpl, w->gcpl, H5P_DEFAULT);
     w->runs = H5Gcreate2(w->file, LD_DUMP_RUNS_GROUP, w->lcpl, w->gcpl, H5P_DEFAULT);
-    if (w->inputs < 0 || w->runs < 0)
+    if (w->version >= 2)
+        w->index = H5Gcreate2(w->file, LD_DUMP_INDEX_GROUP, w->lcpl, w->gcpl, H5P_DEFAULT);
+    if (w->inputs < 0 || w->runs < 0 || (w->version >= 2 && w->index < 0))
         return ld_error_set(err, LD_ERR_IO, "cannot create groups in dump '%s': %s", w->path,
                             ld_dump_h5_error_detail(detail, sizeof detail));
     return LD_OK;
@@ -174,7 +188,7 @@ static ld_status write_file_attributes(ld_dump_writer *w, const ld_dump_file_inf
     format_utc_now(created);
     ld_status st = ld_dump_attr_write_string(w->file, "format", LD_DUMP_FORMAT_NAME, err);
     if (st == LD_OK)
-        st = ld_dump_attr_write_int64(w->file, "format_version", LD_DUMP_FORMAT_VERSION, err);
+        st = ld_dump_attr_write_int64(w->file, "format_version", w->version, err);
     if (st == LD_OK)
         st = ld_dump_attr_write_string(w->file, "model_path",
                                        info && info->model_path ? info->model_path : "", err);
@@ -205,18 +219,24 @@ ld_status ld_dump_writer_open(ld_dump_writer **out, const char *path,
     if (gzip_level < 0 || gzip_level > 9)
         return ld_error_set(err, LD_ERR_USAGE, "dump '%s': gzip level %d is outside 0..9", path,
                             gzip_level);
+    int version = opts && opts->format_version ? opts->format_version : LD_DUMP_FORMAT_VERSION;
+    if (version < 1 || version > LD_DUMP_FORMAT_VERSION)
+        return ld_error_set(err, LD_ERR_USAGE, "dump '%s': cannot write format version %d", path,
+                            version);
     ld_dump_h5_quiet();
 
     ld_status st = LD_OK;
     ld_dump_writer *w = calloc(1, sizeof *w);
     if (!w)
         return ld_error_set(err, LD_ERR_NOMEM, "dump '%s': out of memory", path);
-    w->file = w->inputs = w->runs = w->lcpl = w->gcpl = H5I_INVALID_HID;
+    w->file = w->inputs = w->runs = w->index = w->lcpl = w->gcpl = w->run_gcpl = H5I_INVALID_HID;
+    w->index_types.mem = w->index_types.file = w->index_types.dxpl = H5I_INVALID_HID;
     w->attrs.str_type = w->attrs.scalar = w->plain_dcpl = H5I_INVALID_HID;
     for (int d = 0; d < LD_DTYPE_COUNT_; d++)
         w->ftype[d] = w->mtype[d] = H5I_INVALID_HID;
     w->current = -1;
     w->gzip_level = gzip_level;
+    w->version = version;
     w->sync = opts && opts->sync;
     w->path = strdup(path);
     w->tmp_path = make_temp_path(path);
@@ -227,6 +247,8 @@ ld_status ld_dump_writer_open(ld_dump_writer **out, const char *path,
     st = create_property_lists(w, err);
     if (st == LD_OK)
         st = ld_dump_attr_cache_init(&w->attrs, err);
+    if (st == LD_OK)
+        st = ld_dump_index_types_init(&w->index_types, err);
     if (st == LD_OK)
         st = create_file(w, err);
     if (st == LD_OK)
@@ -377,10 +399,13 @@ static ld_status check_tensor(const ld_tensor *t, const ld_dump_tensor_meta *m, 
     return LD_OK;
 }
 
-/* Creates dataset <group>/<escaped name>, writes the data, then the
- * attributes. `where` names the group in messages ("run 'x'", "inputs"). */
-static ld_status write_dataset(ld_dump_writer *w, hid_t group, const char *where,
-                               const ld_tensor *t, const ld_dump_tensor_meta *m, ld_error *err)
+/* Creates dataset <group>/<escaped name>, writes the data, then its
+ * description: a row of the run's index, or (index NULL: model inputs) the
+ * dataset's attributes. `where` names the group in messages ("run 'x'",
+ * "inputs"). */
+static ld_status write_dataset(ld_dump_writer *w, hid_t group, ld_dump_index *index,
+                               const char *where, const ld_tensor *t,
+                               const ld_dump_tensor_meta *m, ld_error *err)
 {
     ld_status st = check_tensor(t, m, err);
     char detail[256];
@@ -411,7 +436,8 @@ static ld_status write_dataset(ld_dump_writer *w, hid_t group, const char *where
         st = ld_error_set(err, LD_ERR_IO, "%s", ld_dump_h5_error_detail(detail, sizeof detail));
         goto out;
     }
-    st = write_tensor_attributes(w, dset, t, m, err);
+    st = index ? ld_dump_index_add(index, link, m, t->dtype, err)
+               : write_tensor_attributes(w, dset, t, m, err);
 out:
     if (dset >= 0 && H5Dclose(dset) < 0 && st == LD_OK)
         st = ld_error_set(err, LD_ERR_IO, "%s", ld_dump_h5_error_detail(detail, sizeof detail));
@@ -437,7 +463,7 @@ ld_status ld_dump_writer_add_input(ld_dump_writer *w, const ld_tensor *t, ld_err
         .name = t ? t->name : NULL, .node = "", .op_type = "", .topo_index = -1,
         .output_index = 0, .precision = "",
     };
-    return write_dataset(w, w->inputs, "inputs", t, &m, err);
+    return write_dataset(w, w->inputs, NULL, "inputs", t, &m, err);
 }
 
 /* The open run behind handle, or NULL with an internal error in err. */
@@ -462,7 +488,7 @@ ld_status ld_dump_writer_add_tensor_to(ld_dump_writer *w, int run, const ld_tens
         return LD_ERR_INTERNAL;
     char where[160];
     snprintf(where, sizeof where, "run '%.120s'", r->name);
-    return write_dataset(w, r->group, where, t, meta, err);
+    return write_dataset(w, r->group, w->version >= 2 ? &r->index : NULL, where, t, meta, err);
 }
 
 ld_status ld_dump_writer_add_tensor(ld_dump_writer *w, const ld_tensor *t,
@@ -509,7 +535,8 @@ ld_status ld_dump_writer_open_run(ld_dump_writer *w, const ld_dump_run_info *run
         return ld_error_set(err, LD_ERR_INTERNAL, "dump '%s': run without a name", w->path);
     char detail[256];
     char *link = ld_dump_escape_name(run->name);
-    open_run r = {.group = H5I_INVALID_HID, .name = strdup(run->name)};
+    open_run r = {.group = H5I_INVALID_HID, .name = strdup(run->name),
+                  .index = {.dset = H5I_INVALID_HID}};
     if (!link || !r.name || grow_runs(w, err) != LD_OK) {
         st = ld_error_set(err, LD_ERR_NOMEM, "out of memory");
         goto out;
@@ -520,18 +547,26 @@ ld_status ld_dump_writer_open_run(ld_dump_writer *w, const ld_dump_run_info *run
                         : ld_error_set(err, LD_ERR_IO, "cannot look up run");
         goto out;
     }
-    r.group = H5Gcreate2(w->runs, link, w->lcpl, w->gcpl, H5P_DEFAULT);
+    /* No creation-order index: the index table keeps the order, and a plain
+     * group takes a link faster. */
+    r.group = H5Gcreate2(w->runs, link, w->lcpl, w->version >= 2 ? w->run_gcpl : w->gcpl,
+                         H5P_DEFAULT);
     if (r.group < 0) {
         st = ld_error_set(err, LD_ERR_IO, "%s", ld_dump_h5_error_detail(detail, sizeof detail));
         goto out;
     }
+    if (w->version >= 2)
+        st = ld_dump_index_create(&r.index, w->index, link, w->lcpl, &w->index_types, err);
+    if (st != LD_OK)
+        goto out;
     w->run[w->n_run] = r; /* closed with the writer from here on */
     *handle = w->n_run++;
-    r = (open_run){.group = H5I_INVALID_HID};
+    r = (open_run){.group = H5I_INVALID_HID, .index = {.dset = H5I_INVALID_HID}};
     st = write_run_attributes(w->run[*handle].group, run, err);
 out:
     free(link);
     free(r.name);
+    ld_dump_index_close(&r.index);
     if (r.group >= 0)
         H5Gclose(r.group);
     if (st != LD_OK) {
@@ -552,9 +587,14 @@ ld_status ld_dump_writer_close_run(ld_dump_writer *w, int handle, ld_error *err)
         return ld_error_set(err, LD_ERR_INTERNAL, "dump '%s': closing a run that is not open",
                             w->path);
     char detail[256];
+    st = ld_dump_index_flush(&r->index, err);
+    ld_dump_index_close(&r->index);
     herr_t closed = H5Gclose(r->group);
     r->group = H5I_INVALID_HID;
-    if (closed < 0) {
+    if (st != LD_OK) {
+        ld_error_prefix(err, "dump '%s': run '%s'", w->path, r->name);
+        st = writer_fail(w, err);
+    } else if (closed < 0) {
         ld_error_set(err, LD_ERR_IO, "dump '%s': cannot close run '%s': %s", w->path, r->name,
                      ld_dump_h5_error_detail(detail, sizeof detail));
         st = writer_fail(w, err);
@@ -596,11 +636,15 @@ ld_status ld_dump_writer_end_run(ld_dump_writer *w, ld_error *err)
  * file failed (data may not have reached it), with detail filled. */
 static bool close_all(ld_dump_writer *w, char *detail, size_t size)
 {
-    for (int i = 0; i < w->n_run; i++)
+    for (int i = 0; i < w->n_run; i++) {
+        ld_dump_index_close(&w->run[i].index);
         if (w->run[i].group >= 0) {
             H5Gclose(w->run[i].group);
             w->run[i].group = H5I_INVALID_HID;
         }
+    }
+    if (w->index >= 0)
+        H5Gclose(w->index);
     if (w->inputs >= 0)
         H5Gclose(w->inputs);
     if (w->runs >= 0)
@@ -609,6 +653,8 @@ static bool close_all(ld_dump_writer *w, char *detail, size_t size)
         H5Pclose(w->lcpl);
     if (w->gcpl >= 0)
         H5Pclose(w->gcpl);
+    if (w->run_gcpl >= 0)
+        H5Pclose(w->run_gcpl);
     if (w->plain_dcpl >= 0)
         H5Pclose(w->plain_dcpl);
     for (int d = 0; d < LD_DTYPE_COUNT_; d++) {
@@ -619,13 +665,14 @@ static bool close_all(ld_dump_writer *w, char *detail, size_t size)
         w->ftype[d] = w->mtype[d] = H5I_INVALID_HID;
     }
     ld_dump_attr_cache_close(&w->attrs);
+    ld_dump_index_types_close(&w->index_types);
     w->plain_dcpl = H5I_INVALID_HID;
     bool ok = true;
     if (w->file >= 0 && H5Fclose(w->file) < 0) {
         ld_dump_h5_error_detail(detail, size);
         ok = false;
     }
-    w->inputs = w->runs = w->lcpl = w->gcpl = w->file = H5I_INVALID_HID;
+    w->inputs = w->runs = w->index = w->lcpl = w->gcpl = w->run_gcpl = w->file = H5I_INVALID_HID;
     return ok;
 }
 

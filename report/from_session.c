@@ -128,6 +128,7 @@ ld_status ld_report_from_session(const ld_compare_session *s, const ld_report_co
     if (!r)
         return ld_error_set(err, LD_ERR_NOMEM, "out of memory copying the comparison report");
     r->schema_version = LD_REPORT_SCHEMA_VERSION;
+    r->schema_minor = LD_REPORT_SCHEMA_MINOR;
     r->tool_version = copy_string(LAYERDIFF_VERSION, &ok);
     copy_context(&r->context, ctx ? ctx : &no_context, &ok);
 
@@ -160,4 +161,55 @@ ld_status ld_report_from_session(const ld_compare_session *s, const ld_report_co
     }
     *out = r;
     return LD_OK;
+}
+
+/* --- freeing (reports made here and read by json_read.c alike) ---------------------------------------------------------------------------- */
+
+static void free_names(int n, const char *const *names)
+{
+    for (int i = 0; names && i < n; i++)
+        free((char *)names[i]);
+    free((void *)names);
+}
+
+static void free_context(ld_report_context *c)
+{
+    const char *strings[] = {c->command, c->command_line, c->model_path, c->model_sha256,
+                             c->ref_source, c->ref_run, c->ref_backend, c->ref_config,
+                             c->test_source, c->test_run, c->test_backend, c->test_config};
+    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
+        free((char *)strings[i]);
+    free_names(c->n_missing_in_test, c->missing_in_test);
+    free_names(c->n_missing_in_ref, c->missing_in_ref);
+}
+
+static void free_overrides(int n, ld_tolerance_override *list)
+{
+    for (int i = 0; list && i < n; i++)
+        free(list[i].pattern);
+    free(list);
+}
+
+void ld_report_free(ld_report *r)
+{
+    if (!r)
+        return;
+    free(r->tool_version);
+    free_context(&r->context);
+    free_overrides(r->options.tol.n_atol, r->options.tol.atol_overrides);
+    free_overrides(r->options.tol.n_rtol, r->options.tol.rtol_overrides);
+    free((void *)r->summary.origins);
+    free((void *)r->summary.culprits);
+    for (int i = 0; r->records && i < r->n_records; i++) {
+        ld_compare_record *rec = &r->records[i];
+        free(rec->name);
+        free(rec->node);
+        free(rec->op_type);
+        for (int j = 0; rec->input_names && j < rec->n_inputs; j++)
+            free(rec->input_names[j]);
+        free(rec->input_names);
+        free(rec->inputs);
+    }
+    free(r->records);
+    free(r);
 }

@@ -701,8 +701,8 @@ static ld_status render(const ld_report *r, const ld_render_options *opts, FILE 
     missing_section(&p);
     fputs("<footer>Made by layerdiff ", f);
     text(&p, r->tool_version);
-    fprintf(f, " (report schema %d). Self-contained: no network access.</footer>\n",
-            r->schema_version);
+    fprintf(f, " (report schema %d.%d). Self-contained: no network access.</footer>\n",
+            r->schema_version, r->schema_minor);
     rd_html_end(f, true);
     free(rows);
     return rd_stream_status(f, "HTML report", err);

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
@@ -238,6 +237,18 @@ static json_t *names_json(int n, const char *const *names)
     BUILD(a, ok);
 }
 
+/* null when the command was not timed */
+static json_t *timing_json(const ld_report_timing *t)
+{
+    if (!t->present)
+        return json_null();
+    json_t *o = json_object();
+    BUILD(o, set(o, "total_seconds", jnum(t->total_seconds)) &&
+                 set(o, "reference_seconds", jnum(t->ref_seconds)) &&
+                 set(o, "test_seconds", jnum(t->test_seconds)) &&
+                 set(o, "compare_seconds", jnum(t->compare_seconds)));
+}
+
 static json_t *context_json(const ld_report_context *c)
 {
     json_t *o = json_object();
@@ -253,7 +264,8 @@ static json_t *context_json(const ld_report_context *c)
                  set(o, "missing_in_test", names_json(c->n_missing_in_test,
                                                       c->missing_in_test)) &&
                  set(o, "missing_in_reference", names_json(c->n_missing_in_ref,
-                                                           c->missing_in_ref)));
+                                                           c->missing_in_ref)) &&
+                 set(o, "timing", timing_json(&c->timing)));
 }
 
 static json_t *overrides_json(int n, const ld_tolerance_override *list)
@@ -383,6 +395,7 @@ static json_t *head_json(const ld_compare_session *s, const ld_report_context *c
     json_t *o = json_object();
     BUILD(o, set(o, "schema", json_string(LD_REPORT_SCHEMA_NAME)) &&
                  set(o, "schema_version", json_integer(LD_REPORT_SCHEMA_VERSION)) &&
+                 set(o, "schema_minor", json_integer(LD_REPORT_SCHEMA_MINOR)) &&
                  set(o, "tool_version", json_string(LAYERDIFF_VERSION)) &&
                  set(o, "created", created_json()) &&
                  set(o, "context", context_json(ctx)) &&

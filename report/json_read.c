@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,33 @@ static ld_status get_array(const reader *rd, const json_t *obj, const char *pare
                            const char *key, json_t **out)
 {
     return get_typed(rd, obj, parent, key, JSON_ARRAY, "expected an array", out);
+}
+
+static ld_status no_memory(const reader *rd)
+{
+    return ld_error_set(rd->err, LD_ERR_NOMEM, "out of memory reading '%s'", rd->file);
+}
+
+/* obj[key]: an array of at most max items (else `too_many`), and *items: one
+ * zeroed element of elem bytes per item (NULL, *n = 0 when empty). */
+static ld_status get_items(const reader *rd, const json_t *obj, const char *parent,
+                           const char *key, size_t max, const char *too_many, size_t elem,
+                           json_t **array, void **items, size_t *n)
+{
+    char p[PATH_SIZE];
+    *items = NULL;
+    *n = 0;
+    ld_status st = get_array(rd, obj, parent, key, array);
+    size_t count = st == LD_OK ? json_array_size(*array) : 0;
+    if (count > max)
+        return bad(rd, child(p, parent, key), too_many);
+    if (count == 0)
+        return st;
+    *items = calloc(count, elem);
+    if (!*items)
+        return no_memory(rd);
+    *n = count;
+    return LD_OK;
 }
 
 /* A number, or one of the strings NaN/inf are written as. */
@@ -174,8 +202,7 @@ static ld_status get_string(const reader *rd, const json_t *obj, const char *par
         return bad(rd, child(p, parent, key), nullable ? "expected a string or null"
                                                        : "expected a string");
     *out = strdup(json_string_value(v));
-    return *out ? LD_OK : ld_error_set(rd->err, LD_ERR_NOMEM, "out of memory reading '%s'",
-                                       rd->file);
+    return *out ? LD_OK : no_memory(rd);
 }
 
 /* A string that must be one of a set of names, decoded by `parse`. */
@@ -200,64 +227,98 @@ static bool parse_check(const char *s, void *out)
 
 /* --- metrics ------------------------------------------------------------------------------ */
 
-static ld_status load_stats(const reader *rd, const json_t *parent_obj, const char *parent,
-                            const char *key, ld_error_stats *e)
+/* Fields read by table: each JSON key is the C member's name. */
+typedef enum field_kind {
+    F_NUMBER,   /* double: a number or "NaN"/"Infinity"/"-Infinity" */
+    F_COUNT,    /* int64_t >= 0 */
+    F_INDEX,    /* int64_t >= -1 (-1: none) */
+    F_BOOL,
+} field_kind;
+
+typedef struct field {
+    const char *key;
+    field_kind kind;
+    size_t offset;
+} field;
+
+#define FIELD(type, member, kind) {#member, kind, offsetof(type, member)}
+#define N_FIELDS(table) (sizeof(table) / sizeof(table)[0])
+
+static ld_status load_fields(const reader *rd, const json_t *o, const char *path,
+                             const field *fields, size_t n, void *base)
 {
-    char p[PATH_SIZE];
-    json_t *o;
-    ld_status st = get_object(rd, parent_obj, parent, key, &o);
-    const char *path = child(p, parent, key);
-    if (st == LD_OK) st = get_number(rd, o, path, "max", &e->max);
-    if (st == LD_OK) st = get_number(rd, o, path, "mean", &e->mean);
-    if (st == LD_OK) st = get_number(rd, o, path, "median", &e->median);
-    if (st == LD_OK) st = get_number(rd, o, path, "p90", &e->p90);
-    if (st == LD_OK) st = get_number(rd, o, path, "p95", &e->p95);
-    if (st == LD_OK) st = get_number(rd, o, path, "p99", &e->p99);
-    if (st == LD_OK) st = get_number(rd, o, path, "quantile", &e->quantile);
-    if (st == LD_OK) st = get_int64(rd, o, path, "max_index", -1, INT64_MAX, &e->max_index);
+    ld_status st = LD_OK;
+    for (size_t i = 0; st == LD_OK && i < n; i++) {
+        const field *f = &fields[i];
+        void *at = (char *)base + f->offset;
+        if (f->kind == F_NUMBER)
+            st = get_number(rd, o, path, f->key, at);
+        else if (f->kind == F_COUNT)
+            st = get_count(rd, o, path, f->key, at);
+        else if (f->kind == F_INDEX)
+            st = get_int64(rd, o, path, f->key, -1, INT64_MAX, at);
+        else
+            st = get_bool(rd, o, path, f->key, at);
+    }
     return st;
 }
 
-static ld_status load_side(const reader *rd, const json_t *parent_obj, const char *parent,
-                           const char *key, ld_side_stats *s)
+/* parent_obj[key] as an object whose fields are read by table. */
+static ld_status load_object(const reader *rd, const json_t *parent_obj, const char *parent,
+                             const char *key, const field *fields, size_t n, void *base)
 {
     char p[PATH_SIZE];
     json_t *o;
     ld_status st = get_object(rd, parent_obj, parent, key, &o);
-    const char *path = child(p, parent, key);
-    if (st == LD_OK) st = get_count(rd, o, path, "nan", &s->nan);
-    if (st == LD_OK) st = get_count(rd, o, path, "pos_inf", &s->pos_inf);
-    if (st == LD_OK) st = get_count(rd, o, path, "neg_inf", &s->neg_inf);
-    if (st == LD_OK) st = get_count(rd, o, path, "subnormal", &s->subnormal);
-    if (st == LD_OK) st = get_count(rd, o, path, "zero", &s->zero);
-    if (st == LD_OK) st = get_number(rd, o, path, "min", &s->min);
-    if (st == LD_OK) st = get_number(rd, o, path, "max", &s->max);
-    if (st == LD_OK) st = get_number(rd, o, path, "mean", &s->mean);
-    if (st == LD_OK) st = get_number(rd, o, path, "std", &s->std);
-    return st;
+    return st == LD_OK ? load_fields(rd, o, child(p, parent, key), fields, n, base) : st;
 }
+
+static const field stats_fields[] = {
+    FIELD(ld_error_stats, max, F_NUMBER), FIELD(ld_error_stats, mean, F_NUMBER),
+    FIELD(ld_error_stats, median, F_NUMBER), FIELD(ld_error_stats, p90, F_NUMBER),
+    FIELD(ld_error_stats, p95, F_NUMBER), FIELD(ld_error_stats, p99, F_NUMBER),
+    FIELD(ld_error_stats, quantile, F_NUMBER), FIELD(ld_error_stats, max_index, F_INDEX)};
+
+static const field side_fields[] = {
+    FIELD(ld_side_stats, nan, F_COUNT), FIELD(ld_side_stats, pos_inf, F_COUNT),
+    FIELD(ld_side_stats, neg_inf, F_COUNT), FIELD(ld_side_stats, subnormal, F_COUNT),
+    FIELD(ld_side_stats, zero, F_COUNT), FIELD(ld_side_stats, min, F_NUMBER),
+    FIELD(ld_side_stats, max, F_NUMBER), FIELD(ld_side_stats, mean, F_NUMBER),
+    FIELD(ld_side_stats, std, F_NUMBER)};
+
+/* In the order of the file (the first problem found is the one reported). */
+static const field metrics_head[] = {
+    FIELD(ld_tensor_metrics, n, F_COUNT), FIELD(ld_tensor_metrics, pass, F_BOOL),
+    FIELD(ld_tensor_metrics, n_fail, F_COUNT),
+    FIELD(ld_tensor_metrics, first_fail_index, F_INDEX)};
+static const field metrics_middle[] = {
+    FIELD(ld_tensor_metrics, rel_tiny_ref, F_COUNT), FIELD(ld_tensor_metrics, cosine, F_NUMBER),
+    FIELD(ld_tensor_metrics, snr_db, F_NUMBER), FIELD(ld_tensor_metrics, l2_rel, F_NUMBER)};
+static const field metrics_tail[] = {
+    FIELD(ld_tensor_metrics, nonfinite_test_only, F_COUNT),
+    FIELD(ld_tensor_metrics, special_mismatch, F_COUNT),
+    FIELD(ld_tensor_metrics, would_overflow, F_COUNT),
+    FIELD(ld_tensor_metrics, underflow_zero, F_COUNT)};
+
+static const field counter_fields[] = {
+    FIELD(ld_layer_counters, overflows, F_COUNT), FIELD(ld_layer_counters, nans_created, F_COUNT),
+    FIELD(ld_layer_counters, underflows, F_COUNT), FIELD(ld_layer_counters, subnormals, F_COUNT),
+    FIELD(ld_layer_counters, partial_overflows, F_COUNT)};
 
 static ld_status load_metrics(const reader *rd, const json_t *o, const char *path,
                               ld_tensor_metrics *m)
 {
-    ld_status st = get_count(rd, o, path, "n", &m->n);
-    if (st == LD_OK) st = get_bool(rd, o, path, "pass", &m->pass);
-    if (st == LD_OK) st = get_count(rd, o, path, "n_fail", &m->n_fail);
+    const struct { const char *key; ld_error_stats *e; } stats[] = {
+        {"abs", &m->abs}, {"rel", &m->rel}, {"ulp", &m->ulp}};
+    ld_status st = load_fields(rd, o, path, metrics_head, N_FIELDS(metrics_head), m);
+    for (int i = 0; st == LD_OK && i < 3; i++)
+        st = load_object(rd, o, path, stats[i].key, stats_fields, N_FIELDS(stats_fields),
+                         stats[i].e);
+    if (st == LD_OK) st = load_fields(rd, o, path, metrics_middle, N_FIELDS(metrics_middle), m);
+    if (st == LD_OK) st = load_object(rd, o, path, "ref", side_fields, N_FIELDS(side_fields), &m->ref);
     if (st == LD_OK)
-        st = get_int64(rd, o, path, "first_fail_index", -1, INT64_MAX, &m->first_fail_index);
-    if (st == LD_OK) st = load_stats(rd, o, path, "abs", &m->abs);
-    if (st == LD_OK) st = load_stats(rd, o, path, "rel", &m->rel);
-    if (st == LD_OK) st = load_stats(rd, o, path, "ulp", &m->ulp);
-    if (st == LD_OK) st = get_count(rd, o, path, "rel_tiny_ref", &m->rel_tiny_ref);
-    if (st == LD_OK) st = get_number(rd, o, path, "cosine", &m->cosine);
-    if (st == LD_OK) st = get_number(rd, o, path, "snr_db", &m->snr_db);
-    if (st == LD_OK) st = get_number(rd, o, path, "l2_rel", &m->l2_rel);
-    if (st == LD_OK) st = load_side(rd, o, path, "ref", &m->ref);
-    if (st == LD_OK) st = load_side(rd, o, path, "test", &m->test);
-    if (st == LD_OK) st = get_count(rd, o, path, "nonfinite_test_only", &m->nonfinite_test_only);
-    if (st == LD_OK) st = get_count(rd, o, path, "special_mismatch", &m->special_mismatch);
-    if (st == LD_OK) st = get_count(rd, o, path, "would_overflow", &m->would_overflow);
-    if (st == LD_OK) st = get_count(rd, o, path, "underflow_zero", &m->underflow_zero);
+        st = load_object(rd, o, path, "test", side_fields, N_FIELDS(side_fields), &m->test);
+    if (st == LD_OK) st = load_fields(rd, o, path, metrics_tail, N_FIELDS(metrics_tail), m);
     return st;
 }
 
@@ -283,14 +344,9 @@ static ld_status load_counters(const reader *rd, const json_t *rec, const char *
         return st;
     if (!json_is_object(o))
         return bad(rd, child(p, path, "counters"), "expected an object or null");
-    const char *cp = child(p, path, "counters");
     c->present = true;
-    st = get_count(rd, o, cp, "overflows", &c->overflows);
-    if (st == LD_OK) st = get_count(rd, o, cp, "nans_created", &c->nans_created);
-    if (st == LD_OK) st = get_count(rd, o, cp, "underflows", &c->underflows);
-    if (st == LD_OK) st = get_count(rd, o, cp, "subnormals", &c->subnormals);
-    if (st == LD_OK) st = get_count(rd, o, cp, "partial_overflows", &c->partial_overflows);
-    return st;
+    return load_fields(rd, o, child(p, path, "counters"), counter_fields,
+                       N_FIELDS(counter_fields), c);
 }
 
 /* --- records ---------------------------------------------------------------------------- */
@@ -318,17 +374,17 @@ static ld_status load_inputs(const reader *rd, const json_t *rec, const char *pa
 {
     char p[PATH_SIZE], ip[PATH_SIZE];
     json_t *a;
-    ld_status st = get_array(rd, rec, path, "inputs", &a);
+    void *items;
+    size_t n;
+    ld_status st = get_items(rd, rec, path, "inputs", INT_MAX / 2, "too many inputs",
+                             sizeof *r->inputs, &a, &items, &n);
+    r->inputs = items;
     const char *ap = child(p, path, "inputs");
-    size_t n = st == LD_OK ? json_array_size(a) : 0;
     if (n == 0)
         return st;
-    if (n > INT_MAX / 2)
-        return bad(rd, ap, "too many inputs");
-    r->inputs = calloc(n, sizeof *r->inputs);
     r->input_names = calloc(n, sizeof *r->input_names);
-    if (!r->inputs || !r->input_names)
-        return ld_error_set(rd->err, LD_ERR_NOMEM, "out of memory reading '%s'", rd->file);
+    if (!r->input_names)
+        return no_memory(rd);
     r->n_inputs = (int)n;
     for (size_t j = 0; st == LD_OK && j < n; j++) {
         json_t *in = json_array_get(a, j), *k = NULL;
@@ -408,15 +464,11 @@ static ld_status load_records(const reader *rd, const json_t *root, ld_report *r
 {
     char p[PATH_SIZE];
     json_t *a;
-    ld_status st = get_array(rd, root, "", "records", &a);
-    size_t n = st == LD_OK ? json_array_size(a) : 0;
-    if (n > INT_MAX / 2)
-        return bad(rd, "records", "too many records");
-    if (n == 0)
-        return st;
-    rep->records = calloc(n, sizeof *rep->records);
-    if (!rep->records)
-        return ld_error_set(rd->err, LD_ERR_NOMEM, "out of memory reading '%s'", rd->file);
+    void *items;
+    size_t n;
+    ld_status st = get_items(rd, root, "", "records", INT_MAX / 2, "too many records",
+                             sizeof *rep->records, &a, &items, &n);
+    rep->records = items;
     rep->n_records = (int)n;
     for (size_t i = 0; st == LD_OK && i < n; i++)
         st = load_record(rd, json_array_get(a, i), item_path(p, "records", i), (int)i,
@@ -448,7 +500,12 @@ static ld_status load_schema(const reader *rd, const json_t *root, ld_report *re
         return bad(rd, "schema_version", what);
     }
     rep->schema_version = (int)version;
-    return get_string(rd, root, "", "tool_version", false, &rep->tool_version);
+    int64_t minor = 0;
+    if (json_object_get(root, "schema_minor")) /* files before 1.1 have none */
+        st = get_int64(rd, root, "", "schema_minor", 0, INT_MAX, &minor);
+    rep->schema_minor = (int)minor;
+    return st == LD_OK ? get_string(rd, root, "", "tool_version", false, &rep->tool_version)
+                       : st;
 }
 
 static ld_status load_names(const reader *rd, const json_t *obj, const char *parent,
@@ -456,15 +513,13 @@ static ld_status load_names(const reader *rd, const json_t *obj, const char *par
 {
     char p[PATH_SIZE], ip[PATH_SIZE];
     json_t *a;
-    ld_status st = get_array(rd, obj, parent, key, &a);
-    size_t n = st == LD_OK ? json_array_size(a) : 0;
+    void *items;
+    size_t n;
+    ld_status st = get_items(rd, obj, parent, key, INT_MAX / 2, "too many names",
+                             sizeof(char *), &a, &items, &n);
+    char **names = items;
     if (n == 0)
         return st;
-    if (n > INT_MAX / 2)
-        return bad(rd, child(p, parent, key), "too many names");
-    char **names = calloc(n, sizeof *names);
-    if (!names)
-        return ld_error_set(rd->err, LD_ERR_NOMEM, "out of memory reading '%s'", rd->file);
     *out = (const char *const *)names;
     *n_out = (int)n;
     const char *ap = child(p, parent, key);
@@ -474,7 +529,7 @@ static ld_status load_names(const reader *rd, const json_t *obj, const char *par
             return bad(rd, item_path(ip, ap, i), "expected a string");
         names[i] = strdup(s);
         if (!names[i])
-            return ld_error_set(rd->err, LD_ERR_NOMEM, "out of memory reading '%s'", rd->file);
+            return no_memory(rd);
     }
     return LD_OK;
 }
@@ -507,6 +562,25 @@ static ld_status load_context_string(const reader *rd, const json_t *o, const ch
     return st;
 }
 
+static const field timing_fields[] = {
+    {"total_seconds", F_NUMBER, offsetof(ld_report_timing, total_seconds)},
+    {"reference_seconds", F_NUMBER, offsetof(ld_report_timing, ref_seconds)},
+    {"test_seconds", F_NUMBER, offsetof(ld_report_timing, test_seconds)},
+    {"compare_seconds", F_NUMBER, offsetof(ld_report_timing, compare_seconds)}};
+
+/* context.timing (schema 1.1): absent (older files) or null (not timed), or
+ * an object of seconds. */
+static ld_status load_timing(const reader *rd, const json_t *ctx, ld_report_timing *t)
+{
+    json_t *o = json_object_get(ctx, "timing");
+    if (!o || json_is_null(o))
+        return LD_OK;
+    if (!json_is_object(o))
+        return bad(rd, "context.timing", "expected an object or null");
+    t->present = true;
+    return load_fields(rd, o, "context.timing", timing_fields, N_FIELDS(timing_fields), t);
+}
+
 static ld_status load_context(const reader *rd, const json_t *root, ld_report_context *c)
 {
     json_t *o;
@@ -529,6 +603,8 @@ static ld_status load_context(const reader *rd, const json_t *root, ld_report_co
     if (st == LD_OK)
         st = load_names(rd, o, "context", "missing_in_reference", &c->n_missing_in_ref,
                         &c->missing_in_ref);
+    if (st == LD_OK)
+        st = load_timing(rd, o, &c->timing);
     return st;
 }
 
@@ -537,16 +613,12 @@ static ld_status load_overrides(const reader *rd, const json_t *tol, const char 
 {
     char p[PATH_SIZE], ip[PATH_SIZE];
     json_t *a;
-    ld_status st = get_array(rd, tol, "tolerances", key, &a);
-    size_t n = st == LD_OK ? json_array_size(a) : 0;
-    if (n == 0)
-        return st;
+    void *items;
+    size_t n;
+    ld_status st = get_items(rd, tol, "tolerances", key, INT_MAX / 2, "too many overrides",
+                             sizeof **out, &a, &items, &n);
+    *out = items;
     const char *ap = child(p, "tolerances", key);
-    if (n > INT_MAX / 2)
-        return bad(rd, ap, "too many overrides");
-    *out = calloc(n, sizeof **out);
-    if (!*out)
-        return ld_error_set(rd->err, LD_ERR_NOMEM, "out of memory reading '%s'", rd->file);
     *n_out = (int)n;
     for (size_t i = 0; st == LD_OK && i < n; i++) {
         json_t *o = json_array_get(a, i);
@@ -595,16 +667,12 @@ static ld_status load_entries(const reader *rd, const json_t *sum, const char *k
 {
     char p[PATH_SIZE], ip[PATH_SIZE];
     json_t *a;
-    ld_status st = get_array(rd, sum, "summary", key, &a);
-    size_t n = st == LD_OK ? json_array_size(a) : 0;
+    void *items;
+    size_t n;
+    ld_status st = get_items(rd, sum, "summary", key, (size_t)n_records,
+                             "more entries than records", sizeof(int), &a, &items, &n);
+    int *indices = items;
     const char *ap = child(p, "summary", key);
-    if (n > (size_t)n_records)
-        return bad(rd, ap, "more entries than records");
-    if (n == 0)
-        return st;
-    int *indices = calloc(n, sizeof *indices);
-    if (!indices)
-        return ld_error_set(rd->err, LD_ERR_NOMEM, "out of memory reading '%s'", rd->file);
     *out = indices;
     *n_out = (int)n;
     for (size_t i = 0; st == LD_OK && i < n; i++) {
@@ -676,57 +744,6 @@ static ld_status load_head(const reader *rd, const json_t *root, ld_report *rep)
     if (st == LD_OK)
         st = load_summary(rd, root, rep);
     return st;
-}
-
-/* --- freeing ---------------------------------------------------------------------------- */
-
-static void free_names(int n, const char *const *names)
-{
-    for (int i = 0; names && i < n; i++)
-        free((char *)names[i]);
-    free((void *)names);
-}
-
-static void free_context(ld_report_context *c)
-{
-    const char *strings[] = {c->command, c->command_line, c->model_path, c->model_sha256,
-                             c->ref_source, c->ref_run, c->ref_backend, c->ref_config,
-                             c->test_source, c->test_run, c->test_backend, c->test_config};
-    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
-        free((char *)strings[i]);
-    free_names(c->n_missing_in_test, c->missing_in_test);
-    free_names(c->n_missing_in_ref, c->missing_in_ref);
-}
-
-static void free_overrides(int n, ld_tolerance_override *list)
-{
-    for (int i = 0; list && i < n; i++)
-        free(list[i].pattern);
-    free(list);
-}
-
-void ld_report_free(ld_report *r)
-{
-    if (!r)
-        return;
-    free(r->tool_version);
-    free_context(&r->context);
-    free_overrides(r->options.tol.n_atol, r->options.tol.atol_overrides);
-    free_overrides(r->options.tol.n_rtol, r->options.tol.rtol_overrides);
-    free((void *)r->summary.origins);
-    free((void *)r->summary.culprits);
-    for (int i = 0; r->records && i < r->n_records; i++) {
-        ld_compare_record *rec = &r->records[i];
-        free(rec->name);
-        free(rec->node);
-        free(rec->op_type);
-        for (int j = 0; rec->input_names && j < rec->n_inputs; j++)
-            free(rec->input_names[j]);
-        free(rec->input_names);
-        free(rec->inputs);
-    }
-    free(r->records);
-    free(r);
 }
 
 ld_status ld_report_read_json(const char *path, ld_report **out, ld_error *err)

@@ -10,7 +10,12 @@
  * when no record is marked as a graph output); with junit_layers, tensors
  * found in one run only are test cases with an <error>. A failure's message
  * carries the key metrics in one line, its text all of them. Everything is
- * XML-escaped, control bytes and invalid UTF-8 included (rd_xml_text). */
+ * XML-escaped, control bytes and invalid UTF-8 included (rd_xml_text).
+ *
+ * Times come from the report's timing (schema 2; 0 when the report has
+ * none): the suite's is the whole command's, a test case's is its share of
+ * the comparison time in proportion to its element count (comparing is
+ * linear in the elements; the report does not time tensors one by one). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +29,7 @@ typedef struct suite {
     const ld_report *r;
     bool layers;      /* a test case per record */
     char classname[160];
+    double seconds_per_element; /* comparison time / elements compared, 0 when not timed */
 } suite;
 
 static bool in_suite(const suite *s, int i)
@@ -79,26 +85,6 @@ static void properties(const suite *s)
     fputs("    </properties>\n", f);
 }
 
-/* "[0, 3, 1]" for a flat index into shape; "" when none. */
-static char *coords(int64_t flat, const ld_shape *shape, char *buf, size_t size)
-{
-    buf[0] = '\0';
-    if (flat < 0 || size < 4)
-        return buf;
-    int64_t idx[LD_MAX_RANK];
-    for (int d = shape->rank - 1; d >= 0; d--) {
-        int64_t dim = shape->dims[d];
-        idx[d] = dim > 0 ? flat % dim : 0;
-        flat = dim > 0 ? flat / dim : 0;
-    }
-    size_t o = (size_t)snprintf(buf, size, " at [");
-    for (int d = 0; d < shape->rank && o < size; d++)
-        o += (size_t)snprintf(buf + o, size - o, "%s%lld", d ? ", " : "", (long long)idx[d]);
-    if (o < size)
-        snprintf(buf + o, size - o, "]");
-    return buf;
-}
-
 static void failure_message(FILE *f, const ld_compare_record *r)
 {
     const ld_tensor_metrics *m = &r->metrics;
@@ -106,7 +92,7 @@ static void failure_message(FILE *f, const ld_compare_record *r)
     fprintf(f, "%s of %s elements out of tolerance; max abs %s%s (atol %s), max rel %s "
             "(rtol %s), %s ulps at the tensor's scale, cosine %s, SNR %s dB",
             rd_count(m->n_fail, a, sizeof a), rd_count(m->n, b, sizeof b),
-            rd_num(m->abs.max, c, sizeof c), coords(m->abs.max_index, &r->shape, at, sizeof at),
+            rd_num(m->abs.max, c, sizeof c), rd_coords(m->abs.max_index, &r->shape, at, sizeof at),
             rd_num(r->tol.atol, d, sizeof d), rd_num(m->rel.max, e, sizeof e),
             rd_num(r->tol.rtol, g, sizeof g), rd_num(r->scaled_ulp, h, sizeof h),
             rd_num(m->cosine, k, sizeof k), rd_num(m->snr_db, l, sizeof l));
@@ -163,8 +149,9 @@ static void testcase(const suite *s, int i)
     FILE *f = s->f;
     fputs("    <testcase", f);
     attr(f, "name", r->name);
-    fprintf(f, " classname=\"%s.%s\" time=\"0\"", s->classname,
-            r->is_graph_output ? "outputs" : "layers");
+    fprintf(f, " classname=\"%s.%s\" time=\"%.6f\"", s->classname,
+            r->is_graph_output ? "outputs" : "layers",
+            (double)r->metrics.n * s->seconds_per_element);
     if (r->metrics.pass) {
         fputs("/>\n", f);
         return;
@@ -227,6 +214,24 @@ static void make_classname(suite *s)
     snprintf(s->classname, sizeof s->classname, "layerdiff.%s", stem);
 }
 
+static double per_element(const ld_report *r)
+{
+    const ld_report_timing *t = &r->context.timing;
+    double elements = 0;
+    for (int i = 0; i < r->n_records; i++)
+        elements += (double)r->records[i].metrics.n;
+    bool timed = t->present && isfinite(t->compare_seconds) && t->compare_seconds > 0;
+    return timed && elements > 0 ? t->compare_seconds / elements : 0;
+}
+
+/* The whole command's time, 0 when the report has none. */
+static double suite_seconds(const ld_report *r)
+{
+    const ld_report_timing *t = &r->context.timing;
+    return t->present && isfinite(t->total_seconds) && t->total_seconds > 0 ? t->total_seconds
+                                                                            : 0;
+}
+
 static void timestamp(char *buf, size_t size)
 {
     time_t now = time(NULL);
@@ -238,7 +243,8 @@ static void timestamp(char *buf, size_t size)
 ld_status rd_render_junit(const ld_report *rep, const ld_render_options *opts, FILE *f,
                           ld_error *err)
 {
-    suite s = {.f = f, .r = rep, .layers = opts && opts->junit_layers};
+    suite s = {.f = f, .r = rep, .layers = opts && opts->junit_layers,
+               .seconds_per_element = per_element(rep)};
     bool any_output = false;
     for (int i = 0; i < rep->n_records && !any_output; i++)
         any_output = rep->records[i].is_graph_output;
@@ -259,12 +265,13 @@ ld_status rd_render_junit(const ld_report *rep, const ld_render_options *opts, F
         snprintf(host, sizeof host, "localhost");
     host[sizeof host - 1] = '\0';
     timestamp(when, sizeof when);
+    double seconds = suite_seconds(rep);
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"layerdiff\" "
-            "tests=\"%d\" failures=\"%d\" errors=\"%d\" time=\"0\">\n  <testsuite",
-            tests, failures, errors);
+            "tests=\"%d\" failures=\"%d\" errors=\"%d\" time=\"%.3f\">\n  <testsuite",
+            tests, failures, errors, seconds);
     attr(f, "name", s.classname);
-    fprintf(f, " tests=\"%d\" failures=\"%d\" errors=\"%d\" time=\"0\" timestamp=\"%s\"",
-            tests, failures, errors, when);
+    fprintf(f, " tests=\"%d\" failures=\"%d\" errors=\"%d\" time=\"%.3f\" timestamp=\"%s\"",
+            tests, failures, errors, seconds, when);
     attr(f, "hostname", host);
     fputs(" id=\"0\" package=\"layerdiff\">\n", f);
     properties(&s);

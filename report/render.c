@@ -39,5 +39,5 @@ ld_status ld_report_render_file(const ld_report *r, ld_report_format format,
                                 ld_error *err)
 {
     job j = {r, format, opts};
-    return rd_write_file(path, format_name(format), render_job, &j, err);
+    return ld_atomic_write_file(path, format_name(format), render_job, &j, err);
 }

@@ -17,6 +17,7 @@
 #include <stdio.h>
 
 #include "layerdiff/report.h"
+#include "report/atomic_file.h"
 
 /* Decodes the UTF-8 sequence at s (s[0] != 0) into *cp and returns its
  * length; an invalid byte gives U+FFFD and length 1. */
@@ -45,6 +46,8 @@ char *rd_num(double v, char *buf, size_t size);
 char *rd_num_exact(double v, char *buf, size_t size);
 /* "1,234,567". */
 char *rd_count(int64_t n, char *buf, size_t size);
+/* " at [0, 3, 1]" for a flat index into shape; "" when there is none (< 0). */
+char *rd_coords(int64_t flat, const ld_shape *shape, char *buf, size_t size);
 /* The last path component ("model.onnx" of "/a/b/model.onnx"); "" for NULL. */
 const char *rd_basename(const char *path);
 
@@ -55,6 +58,13 @@ const char *rd_precision_label(const ld_compare_record *r);
  * range, or non-finite test values where the reference is finite. */
 bool rd_record_overflowed(const ld_compare_record *r);
 
+/* Ranks records worst first: record i of n is at(src, i), its key key(r),
+ * NaN leaving it out; ties in record order. Writes up to top indices into
+ * rows; returns how many (-1 when out of memory). The terminal summary ranks
+ * a session's records with it, rd_worst a report's. */
+typedef const ld_compare_record *(*rd_record_at)(const void *src, int i);
+int rd_rank(const void *src, int n, rd_record_at at, double (*key)(const ld_compare_record *),
+            int top, int *rows);
 /* Indices of up to `top` float layer outputs (graph inputs are no layers), worst first: by accumulated error in
  * ulps at the tensor's scale (scaled_ulp; max abs when no record has it), NaN
  * never, ties in record order (the terminal summary ranks the same way). rows holds at least top ints.
@@ -64,12 +74,6 @@ int rd_worst(const ld_report *r, int top, int *rows);
  * r->n_records ints. Returns how many. */
 int rd_graph_outputs(const ld_report *r, int *rows);
 
-/* Writes a file through a renderer: "-" is stdout; otherwise a temporary file
- * beside path renamed over it once complete, so a failed write never leaves
- * a file that looks whole. `what` names the format in errors ("HTML report"). */
-typedef ld_status (*rd_render_fn)(const void *ctx, FILE *out, ld_error *err);
-ld_status rd_write_file(const char *path, const char *what, rd_render_fn render,
-                        const void *ctx, ld_error *err);
 /* LD_ERR_IO naming `what` when the stream has an error, else LD_OK. */
 ld_status rd_stream_status(FILE *out, const char *what, ld_error *err);
 

@@ -1,11 +1,8 @@
 /* layerdiff — helpers shared by the renderers (report/render.h). */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "core/utf8.h"
 #include "report/render.h"
@@ -184,6 +181,25 @@ char *rd_count(int64_t n, char *buf, size_t size)
     return buf;
 }
 
+char *rd_coords(int64_t flat, const ld_shape *shape, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (flat < 0 || size < 4)
+        return buf;
+    int64_t idx[LD_MAX_RANK];
+    for (int d = shape->rank - 1; d >= 0; d--) {
+        int64_t dim = shape->dims[d];
+        idx[d] = dim > 0 ? flat % dim : 0;
+        flat = dim > 0 ? flat / dim : 0;
+    }
+    size_t o = (size_t)snprintf(buf, size, " at [");
+    for (int d = 0; d < shape->rank && o < size; d++)
+        o += (size_t)snprintf(buf + o, size - o, "%s%lld", d ? ", " : "", (long long)idx[d]);
+    if (o < size)
+        snprintf(buf + o, size - o, "]");
+    return buf;
+}
+
 const char *rd_basename(const char *path)
 {
     if (!path)
@@ -221,19 +237,16 @@ static int compare_keyed(const void *pa, const void *pb)
     return (a->index > b->index) - (a->index < b->index);
 }
 
-int rd_worst(const ld_report *r, int top, int *rows)
+int rd_rank(const void *src, int n, rd_record_at at, double (*key)(const ld_compare_record *),
+            int top, int *rows)
 {
-    bool any_ulp = false;
-    for (int i = 0; i < r->n_records && !any_ulp; i++)
-        any_ulp = r->records[i].is_float && !isnan(r->records[i].scaled_ulp);
-    keyed *list = malloc((r->n_records > 0 ? (size_t)r->n_records : 1) * sizeof *list);
+    keyed *list = malloc((n > 0 ? (size_t)n : 1) * sizeof *list);
     if (!list)
         return -1;
     int m = 0;
-    for (int i = 0; i < r->n_records; i++) {
-        const ld_compare_record *rec = &r->records[i];
-        double k = any_ulp ? rec->scaled_ulp : rec->metrics.abs.max;
-        if (rec->is_float && rec->topo_index >= 0 && !isnan(k))
+    for (int i = 0; i < n; i++) {
+        double k = key(at(src, i));
+        if (!isnan(k))
             list[m++] = (keyed){k, i};
     }
     qsort(list, (size_t)m, sizeof *list, compare_keyed);
@@ -242,6 +255,31 @@ int rd_worst(const ld_report *r, int top, int *rows)
         rows[i] = list[i].index;
     free(list);
     return m;
+}
+
+static const ld_compare_record *report_record(const void *report, int i)
+{
+    return &((const ld_report *)report)->records[i];
+}
+
+/* rd_worst's keys: float layer outputs, by scaled_ulp or by max abs error. */
+static double worst_by_ulp(const ld_compare_record *r)
+{
+    return r->is_float && r->topo_index >= 0 ? r->scaled_ulp : NAN;
+}
+
+static double worst_by_abs(const ld_compare_record *r)
+{
+    return r->is_float && r->topo_index >= 0 ? r->metrics.abs.max : NAN;
+}
+
+int rd_worst(const ld_report *r, int top, int *rows)
+{
+    bool any_ulp = false;
+    for (int i = 0; i < r->n_records && !any_ulp; i++)
+        any_ulp = r->records[i].is_float && !isnan(r->records[i].scaled_ulp);
+    return rd_rank(r, r->n_records, report_record, any_ulp ? worst_by_ulp : worst_by_abs, top,
+                   rows);
 }
 
 int rd_graph_outputs(const ld_report *r, int *rows)

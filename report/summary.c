@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layerdiff/report.h"
+#include "report/render.h"
 
 #define WIDTH 100
 #define DEFAULT_TOP 5
@@ -109,42 +109,6 @@ static char *num(double v, char *buf, size_t size)
     return buf;
 }
 
-static char *count(int64_t n, char *buf, size_t size)
-{
-    char digits[32];
-    int len = snprintf(digits, sizeof digits, "%lld", (long long)(n < 0 ? -n : n));
-    size_t o = 0;
-    if (n < 0 && o + 1 < size)
-        buf[o++] = '-';
-    for (int i = 0; i < len && o + 2 < size; i++) {
-        if (i > 0 && (len - i) % 3 == 0)
-            buf[o++] = ',';
-        buf[o++] = digits[i];
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
-/* "[0, 3, 5]" for a flat index in shape, "" when there is none. */
-static char *coords(int64_t flat, const ld_shape *shape, char *buf, size_t size)
-{
-    buf[0] = '\0';
-    if (flat < 0)
-        return buf;
-    int64_t idx[LD_MAX_RANK];
-    for (int d = shape->rank - 1; d >= 0; d--) {
-        int64_t dim = shape->dims[d];
-        idx[d] = dim > 0 ? flat % dim : 0;
-        flat = dim > 0 ? flat / dim : 0;
-    }
-    size_t o = (size_t)snprintf(buf, size, " at [");
-    for (int d = 0; d < shape->rank && o < size; d++)
-        o += (size_t)snprintf(buf + o, size - o, "%s%lld", d ? ", " : "", (long long)idx[d]);
-    if (o < size)
-        snprintf(buf + o, size - o, "]");
-    return buf;
-}
-
 /* --- head -------------------------------------------------------------------------------- */
 
 static void print_verdict(const printer *p)
@@ -153,10 +117,10 @@ static void print_verdict(const printer *p)
     const ld_compare_summary *sum = p->sum;
     if (sum->pass)
         line(p, "%sPASS%s  all %s tensors within tolerance", GREEN(p), RESET(p),
-             count(sum->n_compared, a, sizeof a));
+             rd_count(sum->n_compared, a, sizeof a));
     else
         line(p, "%sFAIL%s  %s of %s tensors beyond tolerance", RED(p), RESET(p),
-             count(sum->n_failed, a, sizeof a), count(sum->n_compared, b, sizeof b));
+             rd_count(sum->n_failed, a, sizeof a), rd_count(sum->n_compared, b, sizeof b));
 }
 
 static void print_side(const printer *p, const char *label, const char *source,
@@ -248,14 +212,14 @@ static void print_first(const printer *p)
     else
         line(p, "  node    (graph input)");
     line(p, "  error   max abs %s%s  max rel %s  mean abs %s", num(m->abs.max, a, sizeof a),
-         coords(m->abs.max_index, &r->shape, at, sizeof at), num(m->rel.max, b, sizeof b),
+         rd_coords(m->abs.max_index, &r->shape, at, sizeof at), num(m->rel.max, b, sizeof b),
          num(m->abs.mean, d, sizeof d));
     if (r->is_float)
         line(p, "          %s ulps of %s at the tensor's scale (%s at the worst element)",
              num(r->scaled_ulp, c, sizeof c), ld_precision_name(r->precision),
              num(m->ulp.max, e, sizeof e));
     line(p, "          %s of %s elements fail (atol %s, rtol %s)",
-         count(m->n_fail, n1, sizeof n1), count(m->n, n2, sizeof n2),
+         rd_count(m->n_fail, n1, sizeof n1), rd_count(m->n, n2, sizeof n2),
          num(r->tol.atol, e, sizeof e), num(r->tol.rtol, a, sizeof a));
 }
 
@@ -323,43 +287,29 @@ static void print_table(const printer *p, const int *rows, int n, const column *
     }
 }
 
-typedef struct keyed {
-    double key;
-    int index;
-} keyed;
-
-static int compare_keyed(const void *pa, const void *pb)
+static const ld_compare_record *session_record(const void *session, int i)
 {
-    const keyed *a = pa, *b = pb;
-    bool an = isnan(a->key), bn = isnan(b->key);
-    if (an != bn)
-        return an ? 1 : -1;
-    if (!an && a->key != b->key)
-        return a->key > b->key ? -1 : 1;
-    return (a->index > b->index) - (a->index < b->index);
+    return ld_compare_session_record(session, i);
 }
 
-/* The top float records by get (descending, ties in topological order);
- * records without error are no one's worst. */
-static int worst(const printer *p, double (*get)(const ld_compare_record *), bool isolated,
-                 int *rows)
+/* worst()'s keys: records without error are no one's worst. */
+static double worst_accumulated(const ld_compare_record *r)
 {
-    int n = ld_compare_session_count(p->s), m = 0;
-    keyed *list = malloc((size_t)(n ? n : 1) * sizeof *list);
-    if (!list)
-        return 0;
-    for (int i = 0; i < n; i++) {
-        const ld_compare_record *r = ld_compare_session_record(p->s, i);
-        double k = get(r);
-        if (r->is_float && (!isolated || r->has_isolated) && !isnan(k) && k > 0)
-            list[m++] = (keyed){k, i};
-    }
-    qsort(list, (size_t)m, sizeof *list, compare_keyed);
-    m = m < p->top ? m : p->top;
-    for (int i = 0; i < m; i++)
-        rows[i] = list[i].index;
-    free(list);
-    return m;
+    double k = get_ulp(r);
+    return r->is_float && k > 0 ? k : NAN;
+}
+
+static double worst_isolated(const ld_compare_record *r)
+{
+    double k = get_iso_ulp(r);
+    return r->is_float && r->has_isolated && k > 0 ? k : NAN;
+}
+
+/* The top records by key (descending, ties in topological order). */
+static int worst(const printer *p, double (*key)(const ld_compare_record *), int *rows)
+{
+    int n = rd_rank(p->s, ld_compare_session_count(p->s), session_record, key, p->top, rows);
+    return n > 0 ? n : 0;
 }
 
 static void section(const printer *p, const char *title)
@@ -398,13 +348,13 @@ static void print_rankings(const printer *p)
     int *rows = malloc((size_t)p->top * sizeof *rows);
     if (!rows)
         return;
-    n = worst(p, get_ulp, false, rows);
+    n = worst(p, worst_accumulated, rows);
     if (n) {
         section(p, "Worst layers by accumulated error (ulp: max abs error in ulps of the "
                 "precision at the largest |ref|)");
         print_table(p, rows, n, acc_cols, sum->has_isolated ? 4 : 3);
     }
-    n = sum->has_isolated ? worst(p, get_iso_ulp, true, rows) : 0;
+    n = sum->has_isolated ? worst(p, worst_isolated, rows) : 0;
     if (n) {
         section(p, "Worst layers by isolated error (iso ulp: the layer alone, on the "
                 "reference's inputs)");
@@ -430,15 +380,15 @@ static void print_counters(const printer *p)
     char a[32], b[32], c[32], d[32], e[32];
     section(p, "Overflow and NaN");
     line(p, "  engine counters    %s overflows, %s NaNs created, %s underflows",
-         count(sum->overflows, a, sizeof a), count(sum->nans_created, b, sizeof b),
-         count(sum->underflows, c, sizeof c));
+         rd_count(sum->overflows, a, sizeof a), rd_count(sum->nans_created, b, sizeof b),
+         rd_count(sum->underflows, c, sizeof c));
     line(p, "  would overflow     %s reference values beyond the fp16/bf16 range of their layer",
-         count(sum->would_overflow, d, sizeof d));
+         rd_count(sum->would_overflow, d, sizeof d));
     line(p, "  non-finite in test %s values in %d tensors where the reference is finite",
-         count(nonfinite, e, sizeof e), nonfinite_tensors);
+         rd_count(nonfinite, e, sizeof e), nonfinite_tensors);
     if (clip_tensors > 0) /* compare/clip_crossing.h */
         line(p, "  clip crossings     %s values clamped on one side only, in %d Clip output%s",
-             count(sum->clip_crossings, a, sizeof a), clip_tensors, clip_tensors == 1 ? "" : "s");
+             rd_count(sum->clip_crossings, a, sizeof a), clip_tensors, clip_tensors == 1 ? "" : "s");
 }
 
 static void print_all(const printer *p)

@@ -307,6 +307,6 @@ ld_status ld_trend_render_file(const ld_trend *t, ld_report_format format, const
                                ld_error *err)
 {
     job j = {t, format};
-    return rd_write_file(path, format == LD_REPORT_HTML ? "HTML trend" : "Markdown trend",
-                         render_job, &j, err);
+    return ld_atomic_write_file(path, format == LD_REPORT_HTML ? "HTML trend" : "Markdown trend",
+                                render_job, &j, err);
 }

@@ -444,8 +444,8 @@ def dump_cases(out):
         return lambda f: (f[obj] if obj != "/" else f).attrs.__delitem__(key)
 
     dump_case(out, "dump_no_format.h5", del_attr("/", "format"), "not a layerdiff dump")
-    dump_case(out, "dump_newer_version.h5", set_attr("/", "format_version", np.int64(2)),
-              "was written by a newer layerdiff (format version 2 > 1)")
+    dump_case(out, "dump_newer_version.h5", set_attr("/", "format_version", np.int64(3)),
+              "was written by a newer layerdiff (format version 3 > 2)")
     dump_case(out, "dump_incomplete.h5", set_attr("/", "complete", np.int64(0)), "is an incomplete dump")
     dump_case(out, "dump_no_inputs.h5", delete("inputs"), "missing or unreadable group '/inputs'")
     dump_case(out, "dump_no_runs.h5", delete("runs"), "missing or unreadable group '/runs'")

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Reads the dump written by tests/test_dump_interop.c with h5py and checks
-that names, dtypes, attributes and values are what the C test wrote.
+that names, dtypes, attributes, index tables (format version 2) and values
+are what the C test wrote.
 
 Usage: /usr/bin/python3 tests/check_dump.py DUMP.h5
 Prints "check_dump: OK" and exits 0, or lists every failed check and exits 1.
@@ -81,6 +82,43 @@ def check_str_attr(obj, key, want):
     check(value == want, f"{obj.name}: attribute {key} is {value!r}, expected {want!r}")
 
 
+def check_values(name, dset, np_dtype, want):
+    check(dset.dtype == np.dtype(np_dtype),
+          f"{name!r}: h5py dtype {dset.dtype}, expected {np.dtype(np_dtype)}")
+    got = np.asarray(dset[()])
+    check(same_values(got, want), f"{name!r}: values {got!r}, expected {want!r}")
+
+
+def index_rows(f, run_link):
+    """The run's index table as {name: {column: value}}; strings inside a
+    compound come back from h5py as bytes (UTF-8)."""
+    table = f["index"][run_link][()]
+    rows = {}
+    for row in table:
+        values = {k: row[k].decode("utf-8") if isinstance(row[k], bytes) else row[k]
+                  for k in table.dtype.names}
+        rows[values["name"]] = values
+    return rows
+
+
+def check_run(f, run_link, expected):
+    group, rows = f["runs"][run_link], index_rows(f, run_link)
+    check(set(rows) == set(expected),
+          f"{run_link}: index rows {sorted(rows)} != expected {sorted(expected)}")
+    check(len(group) == len(rows), f"{run_link}: {len(group)} datasets, {len(rows)} rows")
+    for index, (name, (np_dtype, ld_dtype, want)) in enumerate(expected.items()):
+        row = rows.get(name)
+        if row is None:
+            continue
+        check(row["link"] == escape(name), f"link {row['link']!r} is not {name!r} escaped")
+        check(len(group[row["link"]].attrs) == 0, f"{name!r}: dataset has attributes")
+        check_values(name, group[row["link"]], np_dtype, want)
+        check(row["dtype"] == ld_dtype, f"{name!r}: dtype column {row['dtype']!r}")
+        check(row["topo_index"] == index, f"{name!r}: topo_index {row['topo_index']}")
+        check(row["graph_output"] in (0, 1), f"{name!r}: graph_output {row['graph_output']}")
+    return rows
+
+
 def check_group(group, expected, topo_from_order):
     names = {}
     for link, dset in group.items():
@@ -111,7 +149,7 @@ def check_group(group, expected, topo_from_order):
 def main(path):
     with h5py.File(path, "r") as f:
         check_str_attr(f, "format", "layerdiff-dump")
-        check(f.attrs.get("format_version") == 1, "format_version != 1")
+        check(f.attrs.get("format_version") == 2, "format_version != 2")
         check(f.attrs.get("complete") == 1, "complete != 1")
         check_str_attr(f, "model_path", "models/tiny.onnx")
         check_str_attr(f, "model_sha256",
@@ -131,17 +169,22 @@ def main(path):
         check_str_attr(ref, "backend", "reference")
         check_str_attr(ref, "config", "fp32 everywhere")
         check_str_attr(emu, "name", "emulated/fp16")
-        check_group(ref, REFERENCE, topo_from_order=True)
-        check_group(emu, EMULATED, topo_from_order=True)
+        rows = check_run(f, "reference", REFERENCE)
+        check_run(f, "emulated%2Ffp16", EMULATED)
 
-        counted = ref[escape(F16_NAME)].attrs
+        counted = rows.get(F16_NAME, {})
+        check(counted.get("counters") == 1, "counters flag not set")
         for key, want in (("overflows", 1), ("nans_created", 2), ("underflows", 3),
                           ("subnormals", 4), ("partial_overflows", 5)):
             check(counted.get(key) == want, f"counter {key} = {counted.get(key)}")
-        check("overflows" not in ref["scalar"].attrs, "counters on a tensor without them")
-        check_str_attr(ref[escape(F16_NAME)], "node", "/encoder/layer.0/Add")
-        check_str_attr(ref[escape(F16_NAME)], "op_type", "Add")
-        check_str_attr(ref[escape(F16_NAME)], "precision", "fp16")
+        check(rows.get("scalar", {}).get("counters") == 0, "counters on a tensor without them")
+        check(counted.get("node") == "/encoder/layer.0/Add", "node")
+        check(counted.get("op_type") == "Add", "op_type")
+        check(counted.get("precision") == "fp16", "precision")
+        # inputs: escaped names joined by '/'; graph output: the last tensor
+        check(counted.get("inputs") == "input.1/%00/%2Fa%2Fb", f"inputs {counted.get('inputs')!r}")
+        check([n for n, r in rows.items() if r["graph_output"] == 1] == ["f64"],
+              "graph_output should be set on 'f64' only")
 
     return report()
 

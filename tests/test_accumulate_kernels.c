@@ -289,6 +289,26 @@ static void test_reductions(void **state)
         }
 }
 
+/* Reductions over the last axis: reduce.c sums 8 contiguous rows at once
+ * (fp32 accumulation) and the rest one by one; 5 * 7 rows is 4 groups and a
+ * remainder, 2 * 128 rows of 130 enough work for 2 threads. */
+static void test_reduce_row_groups(void **state)
+{
+    (void)state;
+    static const char *const ops[] = {"ReduceSum", "ReduceMean", "ReduceSumSquare"};
+    static const int64_t dims[][3] = {{5, 7, 13}, {2, 128, 130}};
+    static float x[2 * 128 * 130];
+    fill(x, 2 * 128 * 130, LD_PRECISION_FP16, -12, 6);
+    for (size_t op = 0; op < sizeof ops / sizeof ops[0]; op++)
+        for (int d = 0; d < 2; d++) {
+            node_spec s = {.op = ops[op], .opset = 11, .n_in = 1, .names = {"x"}, .rank = {3},
+                           .dims = {{dims[d][0], dims[d][1], dims[d][2]}}, .data = {x},
+                           .int_name = {"keepdims"}, .int_value = {1}, .ints_name = "axes",
+                           .n_ints = 1, .ints = {2}};
+            check_spec(&s, want_reduce);
+        }
+}
+
 /* A sum whose partial sums overflow fp16: inf and counted with
  * accumulate-half, the exact 60000 with fp32 accumulation. */
 static void test_reduce_partial_overflow(void **state)
@@ -345,15 +365,24 @@ static void want_softmax(const node_spec *s, bool half, float *out, int64_t *ove
 static void test_softmax(void **state)
 {
     (void)state;
-    static float x[3 * 40 * 5];
-    fill(x, 3 * 40 * 5, LD_PRECISION_FP16, -3, 3);
+    /* 3 * 41 rows along the last axis: groups of 8 rows and a remainder
+     * (softmax.c runs contiguous rows 8 at a time, the rest one by one). */
+    static float x[3 * 41 * 5];
+    fill(x, 3 * 41 * 5, LD_PRECISION_FP16, -3, 3);
     for (int log_softmax = 0; log_softmax < 2; log_softmax++)
         for (int axis = -1; axis <= 1; axis++) {
             node_spec s = {.op = log_softmax ? "LogSoftmax" : "Softmax", .opset = 13, .n_in = 1,
-                           .names = {"x"}, .rank = {3}, .dims = {{3, 40, 5}}, .data = {x},
+                           .names = {"x"}, .rank = {3}, .dims = {{3, 41, 5}}, .data = {x},
                            .int_name = {"axis"}, .int_value = {axis}};
             check_spec(&s, want_softmax);
         }
+    /* Enough rows along the last axis for the row groups to run on 2 threads. */
+    static float big[2 * 4101 * 4];
+    fill(big, 2 * 4101 * 4, LD_PRECISION_FP16, -3, 3);
+    node_spec s = {.op = "Softmax", .opset = 13, .n_in = 1, .names = {"x"}, .rank = {3},
+                   .dims = {{2, 4101, 4}}, .data = {big}, .int_name = {"axis"},
+                   .int_value = {-1}};
+    check_spec(&s, want_softmax);
 }
 
 /* --- normalizations ---------------------------------------------------------------------- */
@@ -743,6 +772,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_reductions, ob_teardown),
         cmocka_unit_test_teardown(test_reduce_partial_overflow, ob_teardown),
+        cmocka_unit_test_teardown(test_reduce_row_groups, ob_teardown),
         cmocka_unit_test_teardown(test_softmax, ob_teardown),
         cmocka_unit_test_teardown(test_normalizations, ob_teardown),
         cmocka_unit_test_teardown(test_cumsum, ob_teardown),

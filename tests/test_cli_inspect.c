@@ -280,7 +280,7 @@ static void test_dump_text(void **state)
     write_sample_dump(p);
     char *text = inspect_dump_to_string(p, false);
     const char *expected[] = {
-        "layerdiff dump ", "layerdiff-dump v1", "fixtures/transformer.onnx",
+        "layerdiff dump ", "layerdiff-dump v2", "fixtures/transformer.onnx",
         "generated with seed 7", "Inputs (1)", "input  float32  2 x 3",
         "Run 'reference' (backend reference, 2 tensors)",
         "Run 'emulated' (backend emulated, config fp16 everywhere, 2 tensors)",

@@ -284,6 +284,40 @@ static void test_color_off_for_files_and_no_color(void **state)
     assert_string_equal(ld_term_style_code(true, LD_STYLE_RESET), "\033[0m");
 }
 
+/* Shared option groups: the inputs' checks, list joining, and the command
+ * line a report records (shell words that reproduce the command). */
+static void test_shared_helpers(void **state)
+{
+    (void)state;
+    ld_error err;
+    ld_cli_input_values iv = {.threads = 0, .seed = -1};
+    assert_int_equal(ld_cli_input_values_check("run", &iv, &err), LD_OK);
+    iv.threads = 4097;
+    assert_int_equal(ld_cli_input_values_check("run", &iv, &err), LD_ERR_USAGE);
+    assert_non_null(strstr(err.message, "--threads must be between 0 and 4096, got 4097"));
+    iv.threads = 1;
+    iv.loads = (ld_cli_list){1, {"in.npy"}};
+    iv.seed = 3;
+    assert_int_equal(ld_cli_input_values_check("bisect", &iv, &err), LD_ERR_USAGE);
+    assert_non_null(strstr(err.message, "--load-inputs cannot be combined with --seed"));
+
+    char *joined = NULL;
+    ld_cli_list empty = {0}, two = {2, {"a:[0,1]", "b:[2,3]"}};
+    assert_int_equal(ld_cli_list_join(&empty, &joined, &err), LD_OK);
+    assert_null(joined);
+    assert_int_equal(ld_cli_list_join(&two, &joined, &err), LD_OK);
+    assert_string_equal(joined, "a:[0,1],b:[2,3]");
+    free(joined);
+
+    char *argv[] = {"run", "m.onnx", "--atol", "/head/*:1e-2", "--name", "it's", ""};
+    char *line = ld_cli_command_line(7, argv);
+    assert_string_equal(line, "layerdiff run m.onnx --atol '/head/*:1e-2' --name 'it'\\''s' ''");
+    free(line);
+    char bytes[32];
+    assert_string_equal(ld_fmt_bytes(-5, bytes, sizeof bytes), "-5 B");
+    assert_string_equal(ld_fmt_bytes(3 << 20, bytes, sizeof bytes), "3.0 MiB");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -299,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_json_string_repairs_utf8),
         cmocka_unit_test(test_table_aligns_and_sanitizes),
         cmocka_unit_test(test_color_off_for_files_and_no_color),
+        cmocka_unit_test(test_shared_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -101,6 +101,25 @@ static void test_width_and_control_bytes(void **state)
     free(c.buf);
 }
 
+/* `compare` counts tensors, not layers; a new begin counts layers again. */
+static void test_unit(void **state)
+{
+    (void)state;
+    capture c;
+    open_capture(&c);
+    ld_progress p;
+    ld_progress_begin_forced(&p, c.f, 12, "compare", 80);
+    ld_progress_set_unit(&p, "tensor");
+    ld_progress_update(&p, 12, "y");
+    assert_non_null(strstr(shown(&c), "  compare: tensor 12/12  y  0."));
+    ld_progress_end(&p);
+    ld_progress_begin_forced(&p, c.f, 2, NULL, 80);
+    ld_progress_update(&p, 2, "z");
+    assert_non_null(strstr(shown(&c), "  layer 2/2  z"));
+    fclose(c.f);
+    free(c.buf);
+}
+
 static void test_silent_when_disabled(void **state)
 {
     (void)state;
@@ -124,6 +143,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_draws_and_rate_limits),
         cmocka_unit_test(test_width_and_control_bytes),
+        cmocka_unit_test(test_unit),
         cmocka_unit_test(test_silent_when_disabled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -99,6 +99,32 @@ static void test_stats(void **state)
     ld_run_stats_compute(t, &s);
     assert_string_equal(ld_run_stats_format(&s, buf, sizeof buf), "empty");
     ld_tensor_destroy(t);
+    /* The float32 fast path agrees with the generic path (the same values as float64). */
+    enum { N = 4097 };
+    float many[N];
+    uint32_t seed = 12345;
+    for (int i = 0; i < N; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        many[i] = (float)((int32_t)seed) * 1e-7f;
+    }
+    many[7] = NAN;
+    many[100] = -INFINITY;
+    t = floats("f", many, N);
+    ld_tensor *d = NULL;
+    ld_shape shape = {.rank = 1, .dims = {N}};
+    ld_error err;
+    assert_int_equal(ld_tensor_create(&d, "d", LD_DTYPE_FLOAT64, &shape, &err), LD_OK);
+    for (int i = 0; i < N; i++)
+        ((double *)d->data)[i] = many[i];
+    ld_run_stats fast, generic;
+    ld_run_stats_compute(t, &fast);
+    ld_run_stats_compute(d, &generic);
+    assert_int_equal(fast.finite, generic.finite);
+    assert_int_equal(fast.nans, 1);
+    assert_int_equal(fast.infs, 1);
+    assert_true(fast.min == generic.min && fast.max == generic.max && fast.mean == generic.mean);
+    ld_tensor_destroy(t);
+    ld_tensor_destroy(d);
 }
 
 /* --- the observer's checks ------------------------------------------------------------------- */

@@ -20,74 +20,7 @@
 #include "compare/metrics_internal.h"
 #include "layerdiff/compare.h"
 #include "layerdiff/round.h"
-
-/* ---- helpers ---- */
-
-static bool same_double(double a, double b, double rel)
-{
-    if (isnan(a) || isnan(b))
-        return isnan(a) && isnan(b);
-    if (isinf(a) || isinf(b))
-        return a == b;
-    double scale = fmax(fabs(a), fabs(b));
-    return fabs(a - b) <= rel * scale || fabs(a - b) <= 1e-300;
-}
-
-#define assert_close(a, b, rel)                                                                 \
-    do {                                                                                        \
-        double a_ = (a), b_ = (b);                                                              \
-        if (!same_double(a_, b_, rel))                                                          \
-            fail_msg("%s = %.17g, expected %.17g (%s:%d)", #a, a_, b_, __FILE__, __LINE__);     \
-    } while (0)
-
-#define assert_exact(a, b) assert_close(a, b, 0.0)
-
-static ld_tensor *make_tensor(ld_dtype dtype, int rank, const int64_t *dims)
-{
-    ld_shape shape;
-    ld_error err;
-    ld_tensor *t = NULL;
-    assert_int_equal(ld_shape_set(&shape, rank, dims, &err), LD_OK);
-    assert_int_equal(ld_tensor_create(&t, "t", dtype, &shape, &err), LD_OK);
-    return t;
-}
-
-
-
-static ld_tolerance tolerance(double atol, double rtol)
-{
-    ld_tolerance tol;
-    memset(&tol, 0, sizeof tol);
-    tol.atol = atol;
-    tol.rtol = rtol;
-    tol.mode = LD_TOL_POLYGRAPHY;
-    tol.check = LD_CHECK_ELEMWISE;
-    tol.quantile = 0.5;
-    return tol;
-}
-
-static ld_tensor_metrics compare(const ld_tensor *r, const ld_tensor *t, ld_precision p,
-                                 const ld_tolerance *tol)
-{
-    ld_tensor_metrics m;
-    ld_error err;
-    ld_error_clear(&err);
-    ld_status st = ld_compare_tensors(r, t, p, tol, NULL, "x", &m, &err);
-    if (st != LD_OK)
-        fail_msg("ld_compare_tensors: %s", err.message);
-    return m;
-}
-
-
-/* Runs a test body with the AVX-512 kernels and with the portable ones. */
-static void both_kernels(void (*body)(void))
-{
-    cmp_force_portable(false);
-    body();
-    cmp_force_portable(true);
-    body();
-    cmp_force_portable(false);
-}
+#include "tests/support/compare_testing.h"
 
 /* ---- selection against qsort ---- */
 
@@ -221,7 +154,8 @@ static void plain_metrics(const ld_tensor *rt, const ld_tensor *tt, ld_precision
     o->abs_max = o->rel_max = o->ulp_max = -1;
     o->ref.min = o->test.min = INFINITY;
     o->ref.max = o->test.max = -INFINITY;
-    double srr = 0, stt = 0, srt = 0, sdd = 0, rs = 0, rss = 0, ts = 0, tss = 0;
+    double rs = 0, rss = 0, ts = 0, tss = 0;
+    cmpt_exact_sum srr = {0}, stt = {0}, srt = {0}, sdd = {0}; /* exact: they may cancel */
     int64_t rn = 0, tn = 0;
     bool test_nan = false;
     for (int64_t i = 0; i < n; i++) {
@@ -235,10 +169,10 @@ static void plain_metrics(const ld_tensor *rt, const ld_tensor *tt, ld_precision
             u = a / ld_precision_ulp(p, r);
             fail = tol->mode == LD_TOL_ALLCLOSE ? !(a <= tol->atol + tol->rtol * fabs(r))
                                                  : (a > tol->atol && rel > tol->rtol);
-            srr += r * r;
-            stt += t * t;
-            srt += r * t;
-            sdd += (t - r) * (t - r);
+            cmpt_exact_add_product(&srr, r, r);
+            cmpt_exact_add_product(&stt, t, t);
+            cmpt_exact_add_product(&srt, r, t);
+            cmpt_exact_add_product(&sdd, t - r, t - r); /* t - r rounded, as the library does */
             if (t == 0 && r != 0)
                 o->under++;
         } else {
@@ -295,11 +229,8 @@ static void plain_metrics(const ld_tensor *rt, const ld_tensor *tt, ld_precision
         if (j == 3)
             o->ulp_p99 = e[2][rank];
     }
-    o->cosine = o->mismatch ? NAN
-                : srr == 0 && stt == 0 ? 1
-                : srr == 0 || stt == 0 ? 0 : srt / sqrt(srr * stt);
-    o->snr_db = o->mismatch ? -INFINITY : sdd == 0 ? INFINITY : 10 * log10(srr / sdd);
-    o->l2_rel = o->mismatch ? INFINITY : sdd == 0 ? 0 : sqrt(sdd) / sqrt(srr);
+    cmpt_similarity(cmpt_exact_value(&srt), cmpt_exact_value(&srr), cmpt_exact_value(&stt),
+                    cmpt_exact_value(&sdd), o->mismatch, &o->cosine, &o->snr_db, &o->l2_rel);
     o->ref_mean = rs / (double)rn;
     (void)rss;
     (void)tss;
@@ -414,12 +345,13 @@ static void check_against_plain(const ld_tensor *rt, const ld_tensor *tt, ld_pre
                  (long long)m.rel_tiny_ref, (long long)o.tiny, (long long)m.underflow_zero,
                  (long long)o.under, (long long)m.would_overflow, (long long)o.over, m.pass,
                  o.pass);
-    assert_close(m.abs.mean, o.abs_mean, 1e-9);
-    assert_close(m.rel.mean, o.rel_mean, 1e-9);
-    assert_close(m.ulp.mean, o.ulp_mean, 1e-9);
-    assert_close(m.cosine, o.cosine, 1e-9);
-    assert_close(m.snr_db, o.snr_db, 1e-9);
-    assert_close(m.l2_rel, o.l2_rel, 1e-9);
+    cmpt_assert_close(m.abs.mean, o.abs_mean, 1e-9);
+    cmpt_assert_close(m.rel.mean, o.rel_mean, 1e-9);
+    cmpt_assert_close(m.ulp.mean, o.ulp_mean, 1e-9);
+    /* against exact sums, whatever the cancellation (verdict_edges_body has
+       elements of +-3e38 of both signs beside ones near 1: cosines near 0,
+       sides of different scales; see also test_similarity_accuracy) */
+    cmpt_assert_similarity(&m, o.cosine, o.snr_db, o.l2_rel, label);
     assert_int_equal(m.nonfinite_test_only, o.test_only);
     const ld_side_stats *got[2] = {&m.ref, &m.test};
     const plain_side *want[2] = {&o.ref, &o.test};
@@ -435,14 +367,18 @@ static void check_against_plain(const ld_tensor *rt, const ld_tensor *tt, ld_pre
                      (long long)want[k]->zero, (long long)got[k]->subnormal,
                      (long long)want[k]->subnormal);
         if (isfinite(want[k]->min)) {
-            assert_exact(got[k]->min, want[k]->min);
-            assert_exact(got[k]->max, want[k]->max);
+            cmpt_assert_exact(got[k]->min, want[k]->min);
+            cmpt_assert_exact(got[k]->max, want[k]->max);
         }
     }
-    assert_close(m.ref.mean, o.ref_mean, 1e-9);
-    assert_close(m.test.mean, o.test_mean, 1e-9);
+    /* a mean is a sum that may cancel (values of both signs): judged on the
+       data's scale, as side_stats_body does */
+    if (fabs(m.ref.mean - o.ref_mean) > 1e-9 * (fabs(o.ref_mean) + o.ref_std) ||
+        fabs(m.test.mean - o.test_mean) > 1e-9 * (fabs(o.test_mean) + o.test_std))
+        fail_msg("%s: means %.17g %.17g, want %.17g %.17g", label, m.ref.mean, m.test.mean,
+                 o.ref_mean, o.test_mean);
     /* two-pass against sums around a shift: close, whatever the mean */
-    if (!same_double(m.ref.std, o.ref_std, 1e-9) || !same_double(m.test.std, o.test_std, 1e-9))
+    if (!cmpt_same_double(m.ref.std, o.ref_std, 1e-9) || !cmpt_same_double(m.test.std, o.test_std, 1e-9))
         fail_msg("%s: std %.17g %.17g, want %.17g %.17g", label, m.ref.std, m.test.std,
                  o.ref_std, o.test_std);
 }
@@ -459,11 +395,11 @@ static void random_body(void)
         for (int kind = 0; kind < RANDOM_KINDS; kind++) {
             int64_t n = sizes[si];
             bool fp16 = (case_no++ % 2) == 1;
-            ld_tensor *rt = make_tensor(LD_DTYPE_FLOAT32, 1, &n);
-            ld_tensor *tt = make_tensor(fp16 ? LD_DTYPE_FLOAT16 : LD_DTYPE_FLOAT32, 1, &n);
+            ld_tensor *rt = cmpt_make_tensor(LD_DTYPE_FLOAT32, 1, &n);
+            ld_tensor *tt = cmpt_make_tensor(fp16 ? LD_DTYPE_FLOAT16 : LD_DTYPE_FLOAT32, 1, &n);
             random_pair(rt, tt, kind);
             ld_precision p = fp16 ? LD_PRECISION_FP16 : (kind % 2 ? LD_PRECISION_FP32 : LD_PRECISION_BF16);
-            ld_tolerance tol = tolerance(1e-4, 1e-3);
+            ld_tolerance tol = cmpt_tolerance(1e-4, 1e-3);
             tol.mode = kind % 3 == 2 ? LD_TOL_ALLCLOSE : LD_TOL_POLYGRAPHY;
             tol.check = (ld_check_stat)(case_no % 5);
             tol.quantile = urand();
@@ -486,7 +422,100 @@ static void random_body(void)
 static void test_random_against_plain(void **state)
 {
     (void)state;
-    both_kernels(random_body);
+    cmpt_both_kernels(random_body);
+}
+
+/* Elements at the verdict's edges: |t - r| within a few float steps of atol,
+ * of rtol |r| and of atol + rtol |r|, exactly on them, r = 0, subnormals,
+ * huge exponent gaps (t - r inexact or infinite in float32), t = r; for
+ * tolerances from 0 to infinite, in both modes. The AVX-512 kernel screens
+ * the verdict in float32 and recounts flagged blocks: the counts and the
+ * first failing index must be exactly the plain ones. */
+static float edge_value(void)
+{
+    static const float mags[] = {0.0f, 1e-41f, 1e-30f, 0.5f, 1.0f, 3.0f, 1e10f, 3e38f};
+    float m = mags[rnd() % (sizeof mags / sizeof mags[0])];
+    return rnd() % 2 ? -m : m;
+}
+
+static void edge_pair(float *r, float *t, double atol, double rtol)
+{
+    double rv = edge_value(), step = ldexp((double)((int)(rnd() % 5) - 2), -23), d;
+    double sign = rnd() % 2 ? 1.0 : -1.0;
+    switch (rnd() % 8) {
+    case 0: d = atol * (1 + step); break;
+    case 1: d = rtol * fabs(rv) * (1 + step); break;
+    case 2: d = fmax(atol, rtol * fabs(rv)) * (1 + step); break;
+    case 3: d = (atol + rtol * fabs(rv)) * (1 + step); break;
+    case 4: rv = 1.0; d = 0x1p-10; break;                  /* on a power-of-two tolerance */
+    case 5: /* t - r inexact in float32, or beyond its range */
+        if (rnd() % 2) {
+            rv = rnd() % 2 ? 1e30 : 1.5;
+            d = ldexp(urand(), -(int)(rnd() % 100)) - rv;
+        } else {
+            rv = 3e38;
+            d = -2 * rv;
+        }
+        break;
+    case 6: d = 0; break;                                  /* t == r */
+    default: d = ldexp(urand(), -(int)(rnd() % 40)); break;
+    }
+    double tv = rv + sign * d;
+    *r = (float)rv;
+    *t = isfinite(tv) && fabs(tv) <= FLT_MAX ? (float)tv : (float)rv;
+}
+
+static void verdict_edges_body(void)
+{
+    static const double tols[][2] = {
+        {0, 0}, {1e-5, 1e-5}, {0x1p-10, 0x1p-10}, {1e-3, 0}, {0, 1e-3}, {1e-300, 1e-300},
+        {1, 1}, {1e30, 1e-30}, {FLT_MAX, 3.0}, {1e300, 1e300}, {INFINITY, 0.5},
+        {0.5, INFINITY}, {0x1p-11 * 10, 0x1p-11 * 10},
+    };
+    /* small: the kernel that stores every error; large: the one that feeds
+       the intervals (3 rounds) */
+    const int64_t sizes[] = {4099, 140000, 140000, 140000};
+    ld_compare_scratch *scratch = NULL;
+    ld_error err;
+    assert_int_equal(ld_compare_scratch_create(&scratch, &err), LD_OK);
+    for (size_t ti = 0; ti < sizeof tols / sizeof tols[0]; ti++)
+        for (int mode = 0; mode < 2; mode++)
+            for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+                int64_t n = sizes[si];
+                ld_tensor *rt = cmpt_make_tensor(LD_DTYPE_FLOAT32, 1, &n);
+                ld_tensor *tt = cmpt_make_tensor(LD_DTYPE_FLOAT32, 1, &n);
+                float *r = rt->data, *t = tt->data;
+                for (int64_t i = 0; i < n; i++) { /* errors 0: nothing fails */
+                    r[i] = (float)((urand() - 0.5) * 8);
+                    t[i] = r[i];
+                }
+                /* one edge element per block of 4096 (and a few more in every
+                   fourth): a block's verdict then rests on its screening alone */
+                for (int64_t b0 = 0; b0 < n; b0 += 4096) {
+                    int64_t len = n - b0 < 4096 ? n - b0 : 4096;
+                    int extra = (b0 / 4096) % 4 == 3 ? 3 : 0;
+                    for (int e = 0; e <= extra; e++) {
+                        int64_t i = b0 + (int64_t)(rnd() % (uint64_t)len);
+                        edge_pair(&r[i], &t[i], tols[ti][0], tols[ti][1]);
+                    }
+                }
+                ld_tolerance tol = cmpt_tolerance(tols[ti][0], tols[ti][1]);
+                tol.mode = mode ? LD_TOL_ALLCLOSE : LD_TOL_POLYGRAPHY;
+                char label[96];
+                snprintf(label, sizeof label, "atol=%g rtol=%g mode=%d n=%lld", tols[ti][0],
+                         tols[ti][1], mode, (long long)n);
+                check_against_plain(rt, tt, si ? LD_PRECISION_FP16 : LD_PRECISION_FP32, &tol,
+                                    scratch, label);
+                ld_tensor_destroy(rt);
+                ld_tensor_destroy(tt);
+            }
+    ld_compare_scratch_destroy(scratch);
+}
+
+static void test_verdict_edges(void **state)
+{
+    (void)state;
+    cmpt_both_kernels(verdict_edges_body);
 }
 
 /* Intervals that always miss: the exact recomputation answers instead. */
@@ -500,10 +529,10 @@ static void test_bracket_miss_recomputes(void **state)
     ld_error err;
     assert_int_equal(ld_compare_scratch_create(&scratch, &err), LD_OK);
     for (int kind = 0; kind < 3; kind++) {
-        ld_tensor *rt = make_tensor(LD_DTYPE_FLOAT32, 1, &n);
-        ld_tensor *tt = make_tensor(LD_DTYPE_FLOAT32, 1, &n);
+        ld_tensor *rt = cmpt_make_tensor(LD_DTYPE_FLOAT32, 1, &n);
+        ld_tensor *tt = cmpt_make_tensor(LD_DTYPE_FLOAT32, 1, &n);
         random_pair(rt, tt, kind == 2 ? 3 : kind);
-        ld_tolerance tol = tolerance(1e-4, 1e-3);
+        ld_tolerance tol = cmpt_tolerance(1e-4, 1e-3);
         tol.check = LD_CHECK_QUANTILE;
         tol.quantile = 0.3;
         check_against_plain(rt, tt, LD_PRECISION_FP32, &tol, scratch, "missed intervals");
@@ -532,10 +561,10 @@ static void overflow_body(void)
         cmp_pairs_limit = limits[li].pairs;
         int kinds[] = {0, 7, 6};
         for (int ki = 0; ki < 3; ki++) {
-            ld_tensor *rt = make_tensor(LD_DTYPE_FLOAT32, 1, &n);
-            ld_tensor *tt = make_tensor(LD_DTYPE_FLOAT32, 1, &n);
+            ld_tensor *rt = cmpt_make_tensor(LD_DTYPE_FLOAT32, 1, &n);
+            ld_tensor *tt = cmpt_make_tensor(LD_DTYPE_FLOAT32, 1, &n);
             random_pair(rt, tt, kinds[ki]);
-            ld_tolerance tol = tolerance(1e-4, 1e-3);
+            ld_tolerance tol = cmpt_tolerance(1e-4, 1e-3);
             int64_t before = cmp_scratch_recomputed(scratch);
             char label[64];
             snprintf(label, sizeof label, "overflow limits %zu kind %d", li, kinds[ki]);
@@ -556,7 +585,7 @@ static void overflow_body(void)
 static void test_overflow_recomputes(void **state)
 {
     (void)state;
-    both_kernels(overflow_body);
+    cmpt_both_kernels(overflow_body);
 }
 
 /* The faster selection (Floyd and Rivest's, with vector passes) against
@@ -611,7 +640,7 @@ static void select_fast_body(void)
 static void test_select_fast_against_qsort(void **state)
 {
     (void)state;
-    both_kernels(select_fast_body);
+    cmpt_both_kernels(select_fast_body);
 }
 
 /* The side statistics of a large tensor far from 0 (mean 1000, spread
@@ -622,14 +651,14 @@ static void side_stats_body(void)
 {
     int64_t n = 300000;
     for (int centred = 0; centred < 2; centred++) {
-        ld_tensor *rt = make_tensor(LD_DTYPE_FLOAT32, 1, &n);
-        ld_tensor *tt = make_tensor(LD_DTYPE_FLOAT32, 1, &n);
+        ld_tensor *rt = cmpt_make_tensor(LD_DTYPE_FLOAT32, 1, &n);
+        ld_tensor *tt = cmpt_make_tensor(LD_DTYPE_FLOAT32, 1, &n);
         float *r = rt->data, *t = tt->data;
         for (int64_t i = 0; i < n; i++) {
             r[i] = centred ? (float)((urand() - 0.5) * 8) : 1000.0f + (float)((urand() - 0.5) * 0.01);
             t[i] = r[i] + (float)((urand() - 0.5) * 1e-4);
         }
-        ld_tensor_metrics m = compare(rt, tt, LD_PRECISION_FP32, NULL);
+        ld_tensor_metrics m = cmpt_compare(rt, tt, LD_PRECISION_FP32, NULL);
         const float *side[2] = {r, t};
         const ld_side_stats *got[2] = {&m.ref, &m.test};
         for (int k = 0; k < 2; k++) {
@@ -643,7 +672,7 @@ static void side_stats_body(void)
             /* a mean near 0 is a sum that cancels: judged on the data's scale */
             if (fabs(got[k]->mean - (double)mean) > 1e-12 * (fabsl(mean) + std))
                 fail_msg("side %d mean %.17g, want %.17Lg", k, got[k]->mean, mean);
-            assert_close(got[k]->std, std, 1e-9);
+            cmpt_assert_close(got[k]->std, std, 1e-9);
         }
         ld_tensor_destroy(rt);
         ld_tensor_destroy(tt);
@@ -653,7 +682,7 @@ static void side_stats_body(void)
 static void test_side_stats_far_from_zero(void **state)
 {
     (void)state;
-    both_kernels(side_stats_body);
+    cmpt_both_kernels(side_stats_body);
 }
 
 int main(void)
@@ -662,6 +691,7 @@ int main(void)
         cmocka_unit_test(test_select_against_qsort),
         cmocka_unit_test(test_select_fast_against_qsort),
         cmocka_unit_test(test_random_against_plain),
+        cmocka_unit_test(test_verdict_edges),
         cmocka_unit_test(test_bracket_miss_recomputes),
         cmocka_unit_test(test_overflow_recomputes),
         cmocka_unit_test(test_side_stats_far_from_zero),

@@ -109,7 +109,11 @@ static void write_interop_dump(const char *path)
         ld_dump_tensor_meta m = {.name = reference_run[i].name, .node = "node", .op_type = "Op",
                                  .topo_index = (int64_t)i, .output_index = 0,
                                  .precision = "fp32"};
+        static const char *const node_inputs[] = {"input.1", "", "/a/b"};
+        m.graph_output = i + 1 == sizeof reference_run / sizeof reference_run[0];
         if (i == 0) {
+            m.n_inputs = 3;
+            m.inputs = node_inputs;
             m.node = "/encoder/layer.0/Add";
             m.op_type = "Add";
             m.precision = "fp16";
@@ -209,12 +213,14 @@ static void test_interop_h5dump(void **state)
                     "(0,0): 0, -0, 5.96046e-08, 6.09756e-05, 6.10352e-05, 1, -1,");
     expect_in_block(out, "reference", f16_link,
                     "(1,0): 65504, inf, -inf, nan, nan, -nan, 0.333252");
-    expect_in_block(out, "reference", f16_link, "(0): \"/encoder/layer.0/Add_output_0\"");
-    expect_in_block(out, "reference", f16_link, "(0): \"float16\"");
+    /* Format version 2: the tensors' descriptions are rows of /index/<run>. */
+    expect_in_block(out, "index", "reference", "\"/encoder/layer.0/Add_output_0\"");
+    expect_in_block(out, "index", "reference", "\"float16\"");
+    expect_in_block(out, "index", "reference", "\"input.1/%00/%2Fa%2Fb\"");
     expect_in_block(out, "emulated%2Ffp16", f16_link, "DATATYPE  H5T_IEEE_F32LE");
     const char *bf16_link = "na\xc3\xafve \xe5\x90\x8d\xe5\x89\x8d %252F.x";
     expect_in_block(out, "reference", bf16_link, half);
-    expect_in_block(out, "reference", bf16_link, "(0): \"bfloat16\"");
+    expect_in_block(out, "index", "reference", "\"bfloat16\"");
     expect_in_block(out, "reference", bf16_link,
                     "(0): 0, -0, 9.18355e-41, 1, -2, 3.38953e+38, inf, -inf, nan");
     expect_in_block(out, "reference", "%2Estarts with dot", "H5T_ENUM");

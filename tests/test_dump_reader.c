@@ -66,7 +66,7 @@ static void test_reader_errors(void **state)
     dt_write_small_dump(f->path);
     edit_attr(f->path, "/", "format_version", NULL, &v99);
     dt_expect_open_error(f->path, LD_ERR_UNSUPPORTED,
-                      "was written by a newer layerdiff (format version 99 > 1)");
+                      "was written by a newer layerdiff (format version 99 > 2)");
     dt_write_small_dump(f->path);
     edit_attr(f->path, "/", "format_version", NULL, &v0);
     dt_expect_open_error(f->path, LD_ERR_INPUT, "invalid format version 0");

@@ -2,7 +2,8 @@
  * observer events, liveness (peak memory on a long chain), graph outputs
  * read later, values read twice, omitted optional inputs and outputs,
  * deferred outputs, input checks, unsupported operators, the float16
- * widening of WIDEN_HALF kernels, backend hooks, and failures in the middle
+ * widening of WIDEN_HALF kernels, backend hooks, Constant nodes folded
+ * (their attribute shown, not copied), and failures in the middle
  * of a run (everything freed: the test runs under ASan's leak checker).
  *
  * Graphs are ONNX models built with tests/support/onnx_builder. Tests that
@@ -697,6 +698,74 @@ static void test_kernel_error_mid_run(void **state)
     ld_graph_destroy(g);
 }
 
+/* Records the data pointer of the tensor shown for value "c". */
+static ld_status catch_constant(void *user, const ld_tensor_event *ev, ld_error *err)
+{
+    (void)err;
+    if (strcmp(ev->graph->values[ev->value].name, "c") == 0) {
+        assert_string_equal(ev->tensor->name, "c");
+        assert_true(((const float *)ev->tensor->data)[3] == 40.0f);
+        *(const void **)user = ev->tensor->data;
+    }
+    return LD_OK;
+}
+
+static ld_status after_nothing(void *user, ld_kernel_ctx *ctx, ld_tensor **outputs,
+                               ld_layer_counters *counters, ld_error *err)
+{
+    (void)user, (void)ctx, (void)outputs, (void)counters, (void)err;
+    return LD_OK;
+}
+
+/* c = Constant(value = [10, 20, 30, 40]); y = x + c. Without hooks every
+ * run shows the attribute's own data as c (folded: never copied) and
+ * ld_exec_run_node_on gets a copy; with hooks the kernel computes c into a
+ * buffer of its own. */
+static void test_constant_is_folded(void **state)
+{
+    (void)state;
+    NEED_KERNEL("Add");
+    Onnx__ModelProto *m = ob_model();
+    int64_t d[] = {4};
+    ob_input(m->graph, "x", FLOAT, 1, d);
+    Onnx__NodeProto *c = ob_node(m->graph, "Constant", "k", "", "c");
+    Onnx__AttributeProto *a = ob_attr(c, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+    a->t = ob_tensor("", FLOAT, 1, d);
+    float vals[] = {10, 20, 30, 40};
+    ob_set_raw(a->t, vals, sizeof vals);
+    ob_node(m->graph, "Add", "add", "x,c", "y");
+    ob_output(m->graph, "y", FLOAT);
+    ld_graph *g = ob_load_ok(m);
+    const void *attr_data = g->nodes[0].attrs[0].t->data;
+    ld_tensor *x = ramp("x", 1, d, 1);
+    const ld_tensor *in[] = {x};
+    ld_error err;
+    ld_exec *e = create_ok(g);
+    for (int run = 0; run < 2; run++) {
+        const void *seen = NULL;
+        assert_int_equal(ld_exec_run(e, in, catch_constant, &seen, &err), LD_OK);
+        assert_ptr_equal(seen, attr_data);
+    }
+    recorder *r = calloc(1, sizeof *r);
+    run_ok(e, in, r);
+    assert_true(r->events[2].sum == 1 + 2 + 3 + 4 + 100);
+    assert_true(ld_exec_peak_bytes(e) <= 16); /* y only: c is not the run's */
+    const void *copy = NULL;
+    assert_int_equal(ld_exec_run_node_on(e, 0, NULL, catch_constant, &copy, &err), LD_OK);
+    assert_true(copy && copy != attr_data);
+    ld_exec_destroy(e);
+    ld_exec_hooks hooks = {.after_compute = after_nothing};
+    ld_exec_config cfg = {.threads = 1, .hooks = &hooks};
+    assert_int_equal(ld_exec_create(&e, g, &cfg, &err), LD_OK);
+    const void *computed = NULL;
+    assert_int_equal(ld_exec_run(e, in, catch_constant, &computed, &err), LD_OK);
+    assert_true(computed && computed != attr_data);
+    free(r);
+    ld_tensor_destroy(x);
+    ld_exec_destroy(e);
+    ld_graph_destroy(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -712,6 +781,7 @@ int main(void)
         T(test_hooks),
         T(test_observer_error_stops_the_run),
         T(test_kernel_error_mid_run),
+        T(test_constant_is_folded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

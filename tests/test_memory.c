@@ -211,6 +211,73 @@ static void test_limit_enforced_during_run(void **state)
     ld_graph_destroy(g);
 }
 
+/* The shared budget: resident bytes count once (replaced, not summed), holds
+ * add up across callers and fail only past a non-zero limit. */
+static void test_shared_budget(void **state)
+{
+    (void)state;
+    assert_true(ld_memory_held() == 0);
+    ld_memory_limit_set(100);
+    ld_memory_set_resident(30);
+    ld_memory_set_resident(30); /* a second executor of the same run: still 30 */
+    assert_true(ld_memory_resident() == 30);
+    assert_true(ld_memory_try_hold(40));
+    assert_true(ld_memory_try_hold(30)); /* 30 + 40 + 30 = 100: at the limit */
+    assert_false(ld_memory_try_hold(1));
+    assert_true(ld_memory_held() == 70);
+    ld_memory_hold(50); /* unconditional */
+    assert_true(ld_memory_held() == 120);
+    ld_memory_release(120);
+    assert_true(ld_memory_try_hold(UINT64_MAX - 10) == false); /* no wrap-around */
+    ld_memory_limit_set(0);
+    assert_true(ld_memory_try_hold(1000)); /* no limit */
+    ld_memory_release(5000);              /* saturates */
+    assert_true(ld_memory_held() == 0);
+    ld_memory_set_resident(0);
+}
+
+/* What another backend holds counts against this one's tensors: the lockstep
+ * comparison's two executors share one --max-memory. */
+static void test_limit_shared_by_backends(void **state)
+{
+    (void)state;
+    ld_graph *g = ob_load_ok(runtime_shape_model(1024)); /* big: 4 MiB */
+    ld_error err;
+    ld_memory_limit_set(5 * MIB);
+    assert_int_equal(run_reference(g, &err), LD_OK); /* alone it fits */
+    assert_true(ld_memory_held() == 0);               /* and gives everything back */
+    ld_memory_hold(2 * MIB);                           /* the other backend's live tensors */
+    ld_status st = run_reference(g, &err);
+    ob_expect_message(st, LD_ERR_NOMEM, &err,
+                      "node 'fill' (ConstantOfShape): tensor 'big' needs 4.0 MiB; with 2.0 MiB "
+                      "of layer outputs alive and 16 B of weights and inputs the run would hold "
+                      "6.0 MiB, more than the memory limit 5.0 MiB (--max-memory)",
+                      "");
+    ld_memory_release(2 * MIB);
+    assert_true(ld_memory_held() == 0);
+    ld_memory_limit_set(0);
+    ld_graph_destroy(g);
+}
+
+/* The estimate of a lockstep comparison counts the layer outputs twice. */
+static void test_estimate_two_backends(void **state)
+{
+    (void)state;
+    ld_graph *g = ob_load_ok(runtime_shape_model(1024));
+    ld_memory_estimate est = {.weight_bytes = 100, .input_bytes = 20, .peak_bytes = 1000,
+                              .peak_node = 1, .total_bytes = 1120, .largest_value = -1};
+    ld_error err;
+    assert_int_equal(ld_memory_check(g, &est, 1500, &err), LD_OK);
+    est.backends = 2;
+    ob_expect_message(ld_memory_check(g, &est, 1500, &err), LD_ERR_NOMEM, &err,
+                      "the run needs 2.1 KiB of tensors (weights 100 B, inputs 20 B, layer "
+                      "outputs alive at once 1000 B at node 'max' (ReduceMax), in each of the 2 "
+                      "backends run together;",
+                      "more than the memory limit 1.5 KiB");
+    assert_int_equal(ld_memory_check(g, &est, 2120, &err), LD_OK);
+    ld_graph_destroy(g);
+}
+
 #define T(f) cmocka_unit_test_teardown(f, ob_teardown)
 
 int main(void)
@@ -221,6 +288,9 @@ int main(void)
         T(test_estimate),
         T(test_estimate_saturates),
         T(test_limit_enforced_during_run),
+        T(test_shared_budget),
+        T(test_limit_shared_by_backends),
+        T(test_estimate_two_backends),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

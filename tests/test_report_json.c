@@ -337,8 +337,19 @@ static void wrong_count(json_t *root)
     json_object_set_new(at(root, "summary"), "compared", json_integer(5));
 }
 
+static void bad_timing(json_t *root)
+{
+    json_t *t = json_object();
+    json_object_set_new(t, "total_seconds", json_string("soon"));
+    json_object_set_new(at(root, "context"), "timing", t);
+}
+static void bad_minor(json_t *root) { json_object_set_new(root, "schema_minor", json_integer(-1)); }
+
 static void test_read_errors(void **state)
 {
+    expect_read_error(*state, bad_timing,
+                      "context.timing.total_seconds: expected a number or \"NaN\"");
+    expect_read_error(*state, bad_minor, "schema_minor: -1 is out of range");
     fixture *f = *state;
     expect_read_error(f, wrong_name, "schema: expected \"layerdiff-report\"");
     expect_read_error(f, newer, "schema_version: 2: written by a newer layerdiff");
@@ -400,6 +411,62 @@ static char *summary_text(fixture *f, bool color, bool verbose)
     return text;
 }
 
+/* Schema 1.1: the command's times, written, read back and used by JUnit;
+ * a 1.0 file (no schema_minor, no timing) reads as not timed. */
+static void test_timing(void **state)
+{
+    fixture *f = *state;
+    ld_error err;
+    ld_report_context timed = context;
+    timed.timing = (ld_report_timing){.present = true, .total_seconds = 2.5, .ref_seconds = 1,
+                                      .test_seconds = 1.25, .compare_seconds = 0.8};
+    assert_int_equal(ld_report_write_json(f->s, &timed, f->path, &err), LD_OK);
+    json_error_t jerr;
+    json_t *root = json_load_file(f->path, 0, &jerr);
+    assert_non_null(root);
+    assert_int_equal(json_integer_value(at(root, "schema_version")), 1);
+    assert_int_equal(json_integer_value(at(root, "schema_minor")), LD_REPORT_SCHEMA_MINOR);
+    assert_true(json_real_value(at(root, "context.timing.total_seconds")) == 2.5);
+    assert_true(json_real_value(at(root, "context.timing.test_seconds")) == 1.25);
+    ld_report *r = NULL;
+    assert_int_equal(ld_report_read_json(f->path, &r, &err), LD_OK);
+    assert_int_equal(r->schema_minor, 1);
+    assert_true(r->context.timing.present);
+    assert_true(r->context.timing.total_seconds == 2.5 && r->context.timing.ref_seconds == 1 &&
+                r->context.timing.test_seconds == 1.25 &&
+                r->context.timing.compare_seconds == 0.8);
+    /* JUnit: the suite takes the command's time, each case its share of the
+     * comparison by elements (4 records of 4 elements: 0.8 s / 16 each). */
+    char *xml = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&xml, &len);
+    ld_render_options ro = {.junit_layers = true};
+    assert_int_equal(ld_report_render(r, LD_REPORT_JUNIT, &ro, m, &err), LD_OK);
+    fclose(m);
+    assert_non_null(strstr(xml, "<testsuites name=\"layerdiff\" tests=\"5\" failures=\"2\" "
+                                "errors=\"1\" time=\"2.500\">"));
+    assert_non_null(strstr(xml, "errors=\"1\" time=\"2.500\" timestamp="));
+    assert_non_null(strstr(xml, "classname=\"layerdiff.m.layers\" time=\"0.200000\""));
+    assert_null(strstr(xml, "time=\"0\">\n      <failure"));
+    free(xml);
+    ld_report_free(r);
+    /* the same file as 1.0 wrote it */
+    json_object_del(root, "schema_minor");
+    json_object_del(at(root, "context"), "timing");
+    assert_int_equal(json_dump_file(root, f->path, 0), 0);
+    json_decref(root);
+    assert_int_equal(ld_report_read_json(f->path, &r, &err), LD_OK);
+    assert_int_equal(r->schema_minor, 0);
+    assert_false(r->context.timing.present);
+    xml = NULL;
+    m = open_memstream(&xml, &len);
+    assert_int_equal(ld_report_render(r, LD_REPORT_JUNIT, &ro, m, &err), LD_OK);
+    fclose(m);
+    assert_non_null(strstr(xml, "errors=\"1\" time=\"0.000\">"));
+    free(xml);
+    ld_report_free(r);
+}
+
 static void test_summary(void **state)
 {
     fixture *f = *state;
@@ -436,6 +503,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_read_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_special_strings, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_timing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_summary, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

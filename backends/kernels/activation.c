@@ -188,7 +188,7 @@ static ld_status prelu_compute(ld_kernel_ctx *ctx)
         st = prelu_slope_view(ctx, &view);
     if (st == LD_OK) {
         const ld_tensor *ins[2] = {ctx->inputs[0], &view};
-        ld_ew_broadcast(ctx, ctx->outputs[0], ins, 2, fn, NULL);
+        ld_ew_broadcast_output(ctx, ins, 2, fn, NULL);
     }
     return st;
 }
@@ -305,7 +305,7 @@ static ld_status clip_compute(ld_kernel_ctx *ctx)
     if (st == LD_OK)
         st = clip_bounds_get(ctx, &b);
     if (st == LD_OK)
-        ld_ew_map(ctx, ctx->inputs[0], ctx->outputs[0], fn, &b);
+        ld_ew_map_output(ctx, ctx->inputs[0], fn, &b);
     return st;
 }
 

@@ -1,6 +1,7 @@
 /* layerdiff — window geometry, scratch cache and im2col (see conv_common.h). */
 #include "backends/blas.h"
 #include "backends/kernels/conv_common.h"
+#include "backends/pool.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -222,11 +223,11 @@ void *ld_scratch_get(size_t bytes)
     void *p = NULL;
     if (best < 0) {
         /* Grow the largest idle buffer (its contents do not matter), or fill
-         * an empty slot; with every slot busy, fall back to plain malloc. */
+         * an empty slot; with every slot busy, hand out one outside the cache. */
         int slot = largest >= 0 ? largest : empty;
-        void *fresh = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        void *fresh = ld_buffer_alloc(bytes); /* huge pages: see backends/pool.h */
         if (fresh && slot >= 0) {
-            free(scratch_slots[slot].p);
+            ld_buffer_free(scratch_slots[slot].p);
             scratch_slots[slot] = (scratch_slot){fresh, bytes, false};
             best = slot;
         } else {
@@ -253,11 +254,11 @@ void ld_scratch_put(void *buffer)
             cached = true;
         }
     if (!cached)
-        free(buffer);
+        ld_buffer_free(buffer);
     if (scratch_users == 0)
         for (int i = 0; i < SCRATCH_SLOTS; i++)
             if (!scratch_slots[i].in_use) {
-                free(scratch_slots[i].p);
+                ld_buffer_free(scratch_slots[i].p);
                 scratch_slots[i] = (scratch_slot){0};
             }
     pthread_mutex_unlock(&scratch_lock);
@@ -278,7 +279,7 @@ void ld_scratch_release(void)
     if (scratch_users == 0)
         for (int i = 0; i < SCRATCH_SLOTS; i++)
             if (!scratch_slots[i].in_use) {
-                free(scratch_slots[i].p);
+                ld_buffer_free(scratch_slots[i].p);
                 scratch_slots[i] = (scratch_slot){0};
             }
     pthread_mutex_unlock(&scratch_lock);
@@ -347,7 +348,8 @@ void ld_im2col(const void *x, int64_t C, const ld_window_geom *g, int64_t p0, in
     int64_t rows = C * g->k_size, row_len = p1 - p0;
     const char *xb = x;
     char *cb = col;
-#pragma omp parallel for num_threads(threads) if (rows * row_len > (1 << 15)) schedule(static)
+#pragma omp parallel for num_threads(threads) if (rows * row_len > LD_PARALLEL_MIN_WORK) \
+    schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         int64_t c = r / g->k_size, kidx = r % g->k_size;
         int64_t kw = kidx % g->k[2], kh = (kidx / g->k[2]) % g->k[1];

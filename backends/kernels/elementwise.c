@@ -9,8 +9,11 @@
 /* Below this many elements a kernel runs on one thread: starting a team costs
  * more than the memory-bound work. Chunks are large enough to amortise the
  * call and small enough to balance across threads. */
-#define EW_PARALLEL_MIN ((int64_t)1 << 16)
+#define EW_PARALLEL_MIN LD_PARALLEL_MIN_WORK
 #define EW_CHUNK ((int64_t)1 << 14)
+/* Output rounding (round_block) follows the kernel this many elements at a
+ * time: 8 KB, in L1 when it is rounded. */
+#define EW_ROUND_BLOCK ((int64_t)1 << 11)
 
 static int team_size(const ld_kernel_ctx *ctx, int64_t work)
 {
@@ -20,8 +23,40 @@ static int team_size(const ld_kernel_ctx *ctx, int64_t work)
     return max_useful < ctx->threads ? (int)max_useful : ctx->threads;
 }
 
-void ld_ew_map(const ld_kernel_ctx *ctx, const ld_tensor *in, ld_tensor *out, ld_ew_map_fn fn,
-               const void *params)
+/* Output rounding fused into the drivers (kernel.h, round_block): a driver
+ * call that writes the final values of float32 output 0 hands each block to
+ * the backend right after writing it, while it is in cache. The hook is
+ * called once per element, from the thread that wrote it. */
+static bool rounds_output(const ld_kernel_ctx *ctx, const ld_tensor *out)
+{
+    return ctx->round_block && ctx->n_outputs > 0 && ctx->outputs[0] == out &&
+           out->dtype == LD_DTYPE_FLOAT32;
+}
+
+static void round_out(const ld_kernel_ctx *ctx, char *block, int64_t n)
+{
+    ctx->round_block(ctx->round_user, 0, (float *)block, n);
+}
+
+/* fn over [0, len), rounded (when asked) in blocks of EW_ROUND_BLOCK, each
+ * right after fn wrote it: the values are still in L1. */
+static void map_block(const ld_kernel_ctx *ctx, ld_ew_map_fn fn, char *dst, size_t out_size,
+                      const char *src, size_t in_size, int64_t len, const void *params,
+                      bool round)
+{
+    if (!round) {
+        fn(dst, src, len, params);
+        return;
+    }
+    for (int64_t at = 0; at < len; at += EW_ROUND_BLOCK) {
+        int64_t k = len - at < EW_ROUND_BLOCK ? len - at : EW_ROUND_BLOCK;
+        fn(dst + (size_t)at * out_size, src + (size_t)at * in_size, k, params);
+        round_out(ctx, dst + (size_t)at * out_size, k);
+    }
+}
+
+static void map_run(const ld_kernel_ctx *ctx, const ld_tensor *in, ld_tensor *out,
+                    ld_ew_map_fn fn, const void *params, bool round)
 {
     if (!out || out->count == 0) /* omitted output, or nothing to do */
         return;
@@ -31,7 +66,7 @@ void ld_ew_map(const ld_kernel_ctx *ctx, const ld_tensor *in, ld_tensor *out, ld
     char *dst = out->data;
     int threads = team_size(ctx, n);
     if (threads <= 1) {
-        fn(dst, src, n, params);
+        map_block(ctx, fn, dst, out_size, src, in_size, n, params, round);
         return;
     }
     int64_t chunks = (n + EW_CHUNK - 1) / EW_CHUNK;
@@ -39,8 +74,25 @@ void ld_ew_map(const ld_kernel_ctx *ctx, const ld_tensor *in, ld_tensor *out, ld
     for (int64_t c = 0; c < chunks; c++) {
         int64_t start = c * EW_CHUNK;
         int64_t len = n - start < EW_CHUNK ? n - start : EW_CHUNK;
-        fn(dst + (size_t)start * out_size, src + (size_t)start * in_size, len, params);
+        map_block(ctx, fn, dst + (size_t)start * out_size, out_size,
+                  src + (size_t)start * in_size, in_size, len, params, round);
     }
+}
+
+void ld_ew_map(const ld_kernel_ctx *ctx, const ld_tensor *in, ld_tensor *out, ld_ew_map_fn fn,
+               const void *params)
+{
+    map_run(ctx, in, out, fn, params, false);
+}
+
+void ld_ew_map_output(ld_kernel_ctx *ctx, const ld_tensor *in, ld_ew_map_fn fn,
+                      const void *params)
+{
+    ld_tensor *out = ctx->outputs[0];
+    bool round = out && rounds_output(ctx, out);
+    map_run(ctx, in, out, fn, params, round);
+    if (round)
+        ctx->rounded_outputs |= 1u;
 }
 
 typedef struct broadcast_job {
@@ -51,18 +103,56 @@ typedef struct broadcast_job {
     size_t size[LD_BROADCAST_MAX_INPUTS];
     char *out;
     size_t out_size;
+    const ld_kernel_ctx *ctx;
+    bool round; /* output rounding fused (rounds_output) */
 } broadcast_job;
 
+/* Written rows not yet rounded: one contiguous range of the output, so that
+ * short rows reach the hook in blocks of about EW_ROUND_BLOCK elements. */
+typedef struct unrounded {
+    char *start;
+    int64_t n;
+} unrounded;
+
+static void round_pending(const broadcast_job *job, unrounded *u)
+{
+    if (u->n)
+        round_out(job->ctx, u->start, u->n);
+    u->n = 0;
+}
+
 /* Runs elements [start, start+len) of the iterator's current row. */
-static void run_row(const broadcast_job *job, const ld_broadcast_iter *it, int64_t start,
-                    int64_t len)
+static void run_segment(const broadcast_job *job, const ld_broadcast_iter *it, int64_t start,
+                        int64_t len, unrounded *u)
 {
     const void *ptrs[LD_BROADCAST_MAX_INPUTS];
     for (int i = 0; i < job->n; i++)
         ptrs[i] = job->base[i] +
                   (size_t)(it->offset[i] + start * it->row_stride[i]) * job->size[i];
-    job->fn(job->out + (size_t)(it->out_offset + start) * job->out_size, ptrs, it->row_stride,
-            len, job->params);
+    char *out = job->out + (size_t)(it->out_offset + start) * job->out_size;
+    job->fn(out, ptrs, it->row_stride, len, job->params);
+    if (!job->round)
+        return;
+    if (u->n && u->start + (size_t)u->n * job->out_size != out)
+        round_pending(job, u);
+    if (!u->n)
+        u->start = out;
+    u->n += len;
+    if (u->n >= EW_ROUND_BLOCK)
+        round_pending(job, u);
+}
+
+/* The same, in blocks of EW_ROUND_BLOCK when rounding. */
+static void run_row(const broadcast_job *job, const ld_broadcast_iter *it, int64_t start,
+                    int64_t len, unrounded *u)
+{
+    if (!job->round) {
+        run_segment(job, it, start, len, u);
+        return;
+    }
+    for (int64_t at = 0; at < len; at += EW_ROUND_BLOCK)
+        run_segment(job, it, start + at, len - at < EW_ROUND_BLOCK ? len - at : EW_ROUND_BLOCK,
+                    u);
 }
 
 /* Rows [first, last) of a fresh iterator; each thread walks its own copy up
@@ -71,18 +161,20 @@ static void run_rows(const broadcast_job *job, const ld_broadcast_iter *fresh, i
                      int64_t last)
 {
     ld_broadcast_iter it = *fresh;
+    unrounded u = {0};
     for (int64_t r = 0; r < last && ld_broadcast_iter_next(&it); r++)
         if (r >= first)
-            run_row(job, &it, 0, it.row_length);
+            run_row(job, &it, 0, it.row_length, &u);
+    round_pending(job, &u);
 }
 
-void ld_ew_broadcast(const ld_kernel_ctx *ctx, ld_tensor *out, const ld_tensor *const *ins, int n,
-                     ld_ew_row_fn fn, const void *params)
+static void broadcast_run(const ld_kernel_ctx *ctx, ld_tensor *out, const ld_tensor *const *ins,
+                          int n, ld_ew_row_fn fn, const void *params, bool round)
 {
     if (!out || out->count == 0)
         return;
     broadcast_job job = {.fn = fn, .params = params, .n = n, .out = out->data,
-                         .out_size = ld_dtype_size(out->dtype)};
+                         .out_size = ld_dtype_size(out->dtype), .ctx = ctx, .round = round};
     const ld_shape *shapes[LD_BROADCAST_MAX_INPUTS];
     for (int i = 0; i < n; i++) {
         shapes[i] = &ins[i]->shape;
@@ -94,20 +186,22 @@ void ld_ew_broadcast(const ld_kernel_ctx *ctx, ld_tensor *out, const ld_tensor *
     int64_t rows = it.rows_left, len = it.row_length;
     int threads = team_size(ctx, out->count);
     if (rows == 1) {
-        /* One long row (same shapes, or scalars against a tensor): split it. */
+        /* One long row (same shapes, or scalars against a tensor): split it
+         * (also on one thread when rounding, so each block is in cache). */
         ld_broadcast_iter_next(&it);
-        int64_t chunks = threads > 1 ? (len + EW_CHUNK - 1) / EW_CHUNK : 1;
-        int64_t chunk = threads > 1 ? EW_CHUNK : len;
+        int64_t chunk = threads > 1 || round ? EW_CHUNK : len;
+        int64_t chunks = (len + chunk - 1) / chunk;
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
         for (int64_t c = 0; c < chunks; c++) {
             int64_t start = c * chunk;
-            run_row(&job, &it, start, len - start < chunk ? len - start : chunk);
+            unrounded u = {0};
+            run_row(&job, &it, start, len - start < chunk ? len - start : chunk, &u);
+            round_pending(&job, &u);
         }
         return;
     }
     if (threads <= 1 || len < 16) {
-        while (ld_broadcast_iter_next(&it))
-            run_row(&job, &it, 0, it.row_length);
+        run_rows(&job, &it, 0, rows);
         return;
     }
 #pragma omp parallel num_threads(threads)
@@ -115,6 +209,22 @@ void ld_ew_broadcast(const ld_kernel_ctx *ctx, ld_tensor *out, const ld_tensor *
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         run_rows(&job, &it, rows * t / nt, rows * (t + 1) / nt);
     }
+}
+
+void ld_ew_broadcast(const ld_kernel_ctx *ctx, ld_tensor *out, const ld_tensor *const *ins, int n,
+                     ld_ew_row_fn fn, const void *params)
+{
+    broadcast_run(ctx, out, ins, n, fn, params, false);
+}
+
+void ld_ew_broadcast_output(ld_kernel_ctx *ctx, const ld_tensor *const *ins, int n,
+                            ld_ew_row_fn fn, const void *params)
+{
+    ld_tensor *out = ctx->outputs[0];
+    bool round = out && rounds_output(ctx, out);
+    broadcast_run(ctx, out, ins, n, fn, params, round);
+    if (round)
+        ctx->rounded_outputs |= 1u;
 }
 
 ld_status ld_ew_broadcast_shape(ld_kernel_ctx *ctx, const ld_tensor *const *ins, int n,
@@ -248,7 +358,7 @@ ld_status ld_ew_unary_compute(ld_kernel_ctx *ctx, const ld_ew_map_fn *table)
     ld_ew_map_fn fn;
     ld_status st = ld_ew_pick_map(ctx, table, ctx->inputs[0]->dtype, &fn);
     if (st == LD_OK && ctx->outputs[0])
-        ld_ew_map(ctx, ctx->inputs[0], ctx->outputs[0], fn, ctx->state);
+        ld_ew_map_output(ctx, ctx->inputs[0], fn, ctx->state);
     return st;
 }
 
@@ -278,7 +388,7 @@ ld_status ld_ew_binary_compute(ld_kernel_ctx *ctx, const ld_ew_row_fn *table)
         st = ld_ew_legacy_view(ctx, ctx->inputs[0], ctx->inputs[1], &b_view);
     if (st == LD_OK && ctx->outputs[0]) {
         const ld_tensor *ins[2] = {ctx->inputs[0], &b_view};
-        ld_ew_broadcast(ctx, ctx->outputs[0], ins, 2, fn, ctx->state);
+        ld_ew_broadcast_output(ctx, ins, 2, fn, ctx->state);
     }
     return st;
 }

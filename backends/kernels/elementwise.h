@@ -42,6 +42,17 @@ void ld_ew_map(const ld_kernel_ctx *ctx, const ld_tensor *in, ld_tensor *out, ld
 void ld_ew_broadcast(const ld_kernel_ctx *ctx, ld_tensor *out, const ld_tensor *const *ins, int n,
                      ld_ew_row_fn fn, const void *params);
 
+/* The same for a call that writes the final values of output 0 (out is
+ * ctx->outputs[0]): when the backend offers output rounding (kernel.h,
+ * round_block) and the output is float32, each block goes to the hook right
+ * after it is written, while it is in cache, and output 0 is marked rounded.
+ * Kernels that write output 0 in several passes (Sum of three inputs, Mean)
+ * use the plain drivers. */
+void ld_ew_map_output(ld_kernel_ctx *ctx, const ld_tensor *in, ld_ew_map_fn fn,
+                      const void *params);
+void ld_ew_broadcast_output(ld_kernel_ctx *ctx, const ld_tensor *const *ins, int n,
+                            ld_ew_row_fn fn, const void *params);
+
 /* The broadcast of the inputs' shapes (any n); fails naming the node, the
  * input and the shapes. */
 ld_status ld_ew_broadcast_shape(ld_kernel_ctx *ctx, const ld_tensor *const *ins, int n,

@@ -290,7 +290,7 @@ static ld_status pow_compute(ld_kernel_ctx *ctx)
         fn = ctx->inputs[0]->dtype == LD_DTYPE_FLOAT32 ? square_f32 : square_f64;
     if (st == LD_OK) {
         const ld_tensor *ins[2] = {ctx->inputs[0], &y_view};
-        ld_ew_broadcast(ctx, ctx->outputs[0], ins, 2, fn, NULL);
+        ld_ew_broadcast_output(ctx, ins, 2, fn, NULL);
     }
     return st;
 }

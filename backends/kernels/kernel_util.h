@@ -7,6 +7,15 @@
 
 #include "layerdiff/kernel.h"
 
+/* Parallel loops over cheap per-element work (elementwise maps, copies,
+ * im2col, pooling, resizing, col2im): below this many elements or
+ * multiply-adds one thread runs the loop. The one threshold for such loops:
+ * waking a sleeping OpenMP worker costs tens of microseconds in these VMs
+ * (GOMP_SPINCOUNT=1000: workers sleep soon after a loop, docs/architecture.md
+ * "OpenMP waiting"), about what one core needs for ~100K floats. Compute-bound
+ * kernels (conv_direct.c, blas.c) have their own, in multiply-adds. */
+#define LD_PARALLEL_MIN_WORK ((int64_t)1 << 16)
+
 /* Input i, or NULL when omitted or beyond the node's inputs. */
 static inline const ld_tensor *ld_kin(const ld_kernel_ctx *ctx, int i)
 {

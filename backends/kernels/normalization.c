@@ -254,6 +254,32 @@ static void bn_batch_stats(const ld_tensor *x, int64_t N, int64_t C, int64_t S, 
     }
 }
 
+/* Output rounding fused into the kernel (kernel.h, round_block): each
+ * channel plane is rounded BN_ROUND_BLOCK elements at a time right after its
+ * final values are written, while they are in L1, instead of in a second pass
+ * over the whole output. Only for per-channel parameters with planes long
+ * enough that the hook's per-call cost does not matter. */
+#define BN_ROUND_BLOCK 4096
+#define BN_ROUND_MIN_PLANE 256
+static bool bn_rounds_output(const ld_kernel_ctx *ctx, const ld_tensor *y, bool per_channel,
+                             int64_t S)
+{
+    return ctx->round_block && ctx->n_outputs > 0 && ctx->outputs[0] == y &&
+           y->dtype == LD_DTYPE_FLOAT32 && per_channel && S >= BN_ROUND_MIN_PLANE;
+}
+
+/* row_affine over [off, off + n) of float32 x and y, each block handed to
+ * round_block once its values are final. */
+static void bn_affine_rounded(const ld_kernel_ctx *ctx, const ld_tensor *x, ld_tensor *y,
+                              int64_t off, int64_t n, double mean, double a, double b)
+{
+    for (int64_t lo = 0; lo < n; lo += BN_ROUND_BLOCK) {
+        int64_t m = n - lo < BN_ROUND_BLOCK ? n - lo : BN_ROUND_BLOCK;
+        row_affine(x, y, off + lo, m, mean, a, b);
+        ctx->round_block(ctx->round_user, 0, (float *)y->data + off + lo, m);
+    }
+}
+
 static ld_status bn_compute(ld_kernel_ctx *ctx)
 {
     const bn_state *s = ctx->state;
@@ -284,6 +310,7 @@ static ld_status bn_compute(ld_kernel_ctx *ctx)
     /* (n, c) blocks of S elements; per-activation parameters index c * S + i. */
     ld_tensor *y = ctx->outputs[0];
     bool per_channel = P == C;
+    bool round = bn_rounds_output(ctx, y, per_channel, S);
     int nt = x->count >= NORM_PARALLEL_WORK ? ctx->threads : 1;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t nc = 0; nc < N * C; nc++) {
@@ -292,9 +319,14 @@ static ld_status bn_compute(ld_kernel_ctx *ctx)
         for (int64_t k = 0; k < steps; k++) {
             int64_t p = per_channel ? c : c * S + k;
             double a = at(scale, p) / sqrt(var[p] + (double)s->epsilon);
-            row_affine(x, y, nc * S + k, len, mean[p], a, at(bias, p));
+            if (round)
+                bn_affine_rounded(ctx, x, y, nc * S, len, mean[p], a, at(bias, p));
+            else
+                row_affine(x, y, nc * S + k, len, mean[p], a, at(bias, p));
         }
     }
+    if (round)
+        ctx->rounded_outputs |= 1u;
     free(mean);
     return LD_OK;
 }

@@ -509,11 +509,12 @@ static ld_status pool_compute(ld_kernel_ctx *ctx)
             return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
         }
     }
-    bool big = planes * g.out_size * g.k_size > (1 << 15);
+    bool big = planes * g.out_size * g.k_size > LD_PARALLEL_MIN_WORK;
     int64_t grouped = 0; /* planes done GLOBAL_GROUP at a time */
     if (s->global && s->kind == POOL_AVG && !accum.half && x->dtype == LD_DTYPE_FLOAT32) {
         grouped = planes / GLOBAL_GROUP * GLOBAL_GROUP;
-#pragma omp parallel for num_threads(threads) if (planes * g.in_size > (1 << 16)) schedule(static)
+#pragma omp parallel for num_threads(threads) if (planes * g.in_size > LD_PARALLEL_MIN_WORK) \
+    schedule(static)
         for (int64_t pl = 0; pl < grouped; pl += GLOBAL_GROUP)
             (reduced ? global_avg_group_f32r : global_avg_group_f32)(
                 (const float *)xb + pl * g.in_size, g.in_size, (float *)yb + pl);

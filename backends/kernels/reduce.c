@@ -331,6 +331,40 @@ static void f32r_finish(const red_job *j, const red_acc *acc, const double *c, i
 
 static const red_class f32r_class = {f32r_init, f32r_inner, f32r_outer, f32r_finish};
 
+/* F32R_ROWS contiguous runs of R (outputs o0, o0 + 1, ...) summed at once,
+ * for ReduceSum / ReduceMean / ReduceSumSquare with fp32 accumulation: each
+ * output adds its terms in the documented order, exactly as f32r_inner does
+ * (ld_accum_add and ld_accum_fma are acc + v and acc + v * v then), but the
+ * rows' dependency chains overlap instead of each addition waiting for the
+ * previous one (the transformer fixture's ReduceMean over 64 values: 1.8x). */
+#define F32R_ROWS 8
+static bool f32r_rows_apply(const red_job *j)
+{
+    return !j->accum->half && (j->op == OP_SUM || j->op == OP_SUMSQ);
+}
+
+static void f32r_rows(const red_job *j, int64_t o0, int64_t R)
+{
+    const float *x = (const float *)j->x + o0 * R;
+    float a[F32R_ROWS];
+    red_acc acc[F32R_ROWS];
+    f32r_init(j, acc, NULL, F32R_ROWS);
+    for (int i = 0; i < F32R_ROWS; i++)
+        a[i] = acc[i].f;
+    if (j->op == OP_SUM) {
+        for (int64_t r = 0; r < R; r++)
+            for (int i = 0; i < F32R_ROWS; i++)
+                a[i] = a[i] + x[i * R + r];
+    } else {
+        for (int64_t r = 0; r < R; r++)
+            for (int i = 0; i < F32R_ROWS; i++)
+                a[i] = a[i] + x[i * R + r] * x[i * R + r];
+    }
+    for (int i = 0; i < F32R_ROWS; i++)
+        acc[i].f = a[i];
+    f32r_finish(j, acc, NULL, F32R_ROWS, o0);
+}
+
 /* --- integer class ---------------------------------------------------------------- */
 
 static void int_init(const red_job *j, red_acc *acc, double *c, int64_t n)
@@ -410,8 +444,16 @@ static const red_class int_class = {int_init, int_inner, int_outer, int_finish};
 static void run_inner(const red_class *k, const red_job *j, int64_t O, int64_t R, int threads)
 {
     int nt = (O > 1 && O * R >= PARALLEL_WORK) ? threads : 1;
+    int64_t grouped = 0;
+    if (k == &f32r_class && f32r_rows_apply(j)) {
+        int64_t groups = O / F32R_ROWS;
+#pragma omp parallel for num_threads(groups > 1 ? nt : 1) schedule(static)
+        for (int64_t g = 0; g < groups; g++)
+            f32r_rows(j, g * F32R_ROWS, R);
+        grouped = groups * F32R_ROWS;
+    }
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t o = 0; o < O; o++) {
+    for (int64_t o = grouped; o < O; o++) {
         red_acc acc;
         double c = 0;
         k->init(j, &acc, &c, 1);

@@ -25,8 +25,8 @@
 #include "backends/kernels/kernel_util.h"
 #include "backends/kernels/kernels.h"
 
-/* Work below this many multiply-adds runs on one thread. */
-#define RESIZE_PARALLEL_MIN 32768
+/* Work below this many multiply-adds runs on one thread (kernel_util.h). */
+#define RESIZE_PARALLEL_MIN LD_PARALLEL_MIN_WORK
 
 typedef enum { INTERP_NEAREST, INTERP_LINEAR, INTERP_CUBIC } interp_mode;
 
@@ -551,6 +551,23 @@ static int64_t gather_row_base(const gather_job *job, int64_t r)
     return outside ? -1 : base;
 }
 
+/* Output rounding fused into nearest mode (kernel.h, round_block): each
+ * thread hands its consecutive output rows to the hook in runs of at least
+ * RESIZE_ROUND_BLOCK values, right after writing them, instead of the
+ * engine's second pass over the output. */
+#define RESIZE_ROUND_BLOCK 4096
+static bool nearest_rounds_output(const ld_kernel_ctx *ctx, const ld_tensor *y)
+{
+    return ctx->round_block && ctx->n_outputs > 0 && ctx->outputs[0] == y &&
+           y->dtype == LD_DTYPE_FLOAT32;
+}
+
+static void nearest_round_rows(const ld_kernel_ctx *ctx, ld_tensor *y, int64_t first,
+                               int64_t n_rows, int64_t width)
+{
+    ctx->round_block(ctx->round_user, 0, (float *)y->data + first * width, n_rows * width);
+}
+
 static ld_status resize_nearest(ld_kernel_ctx *ctx, const resize_plan *p, const axis_table *tables)
 {
     const resize_state *s = ctx->state;
@@ -579,22 +596,36 @@ static ld_status resize_nearest(ld_kernel_ctx *ctx, const resize_plan *p, const 
     size_t row_bytes = (size_t)width * job.elem;
     const unsigned char *src = x->data;
     unsigned char *dst = y->data;
+    bool round = nearest_rounds_output(ctx, y);
 #pragma omp parallel num_threads(ctx->threads) if (y->count > RESIZE_PARALLEL_MIN)
     {
-        int64_t prev_base = -2, prev_row = -1;
+        int64_t prev_base = -2, prev_row = -1, run = -1; /* run: first row not yet rounded */
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; r++) {
             int64_t base = gather_row_base(&job, r);
             unsigned char *out_row = dst + (size_t)r * row_bytes;
-            /* Upsampling repeats source rows: copy the row just made. */
-            if (base == prev_base && prev_row == r - 1)
+            /* Upsampling repeats source rows: copy the row just made (while
+             * it is not rounded yet: each value is rounded and counted once,
+             * as made). */
+            if (base == prev_base && prev_row == r - 1 && (!round || (run >= 0 && run < r)))
                 memcpy(out_row, out_row - row_bytes, row_bytes);
             else
                 gather_row(&job, src, out_row, base < 0 ? 0 : base, base < 0);
             prev_base = base;
             prev_row = r;
+            if (round) {
+                run = run < 0 ? r : run;
+                if ((r - run + 1) * width >= RESIZE_ROUND_BLOCK) {
+                    nearest_round_rows(ctx, y, run, r + 1 - run, width);
+                    run = -1;
+                }
+            }
         }
+        if (round && run >= 0) /* this thread's last rows */
+            nearest_round_rows(ctx, y, run, prev_row + 1 - run, width);
     }
+    if (round)
+        ctx->rounded_outputs |= 1u;
     free(job.offsets);
     return LD_OK;
 }

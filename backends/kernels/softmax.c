@@ -177,9 +177,67 @@ static void sm_tile_reduced(sm_kind kind, const ld_accum *ac, const float *x, fl
         }
 }
 
+/* The same computation on SM_ROWS contiguous rows (inner == 1) at a time:
+ * the per-row state lives in small arrays the compiler keeps in registers,
+ * and the rows' sequential sums are independent chains that overlap. Each
+ * row sees exactly the operations of sm_tile_reduced in the same order, so
+ * the results are bit-identical; only the interleaving across rows differs.
+ * (sm_tile_reduced on one row keeps m and sum in memory and each step waits
+ * for the previous store: twice the cost of the expf calls.) */
+#define SM_ROWS 8
+static void sm_rows_reduced(sm_kind kind, const ld_accum *ac, const float *x, float *y,
+                            int64_t n)
+{
+    float m[SM_ROWS], sum[SM_ROWS];
+    const bool half = ac->half;
+    for (int i = 0; i < SM_ROWS; i++) {
+        m[i] = -INFINITY;
+        sum[i] = 0.0f;
+    }
+    for (int64_t r = 0; r < n; r++)
+        for (int i = 0; i < SM_ROWS; i++)
+            m[i] = (float)sm_max_nan(m[i], x[i * n + r]);
+    for (int64_t r = 0; r < n; r++)
+        for (int i = 0; i < SM_ROWS; i++) {
+            float d = x[i * n + r] - m[i];
+            float e = expf(half ? ld_accum_value(ac, d) : d);
+            e = half ? ld_accum_value(ac, e) : e;
+            sum[i] = half ? ld_accum_add(ac, sum[i], e) : sum[i] + e;
+            if (kind == SM_SOFTMAX)
+                y[i * n + r] = e;
+        }
+    for (int i = 0; i < SM_ROWS; i++)
+        sum[i] = ld_accum_value(ac, kind == SM_SOFTMAX ? 1.0f / sum[i] : logf(sum[i]));
+    for (int i = 0; i < SM_ROWS; i++)
+        for (int64_t r = 0; r < n; r++) {
+            float *yr = y + i * n + r;
+            if (kind == SM_SOFTMAX)
+                *yr = *yr * sum[i];
+            else
+                *yr = ld_accum_value(ac, x[i * n + r] - m[i]) - sum[i];
+        }
+}
+
+/* Contiguous rows (inner == 1): groups of SM_ROWS, the rest one by one. */
+static void sm_run_reduced_rows(sm_kind kind, const ld_accum *ac, const float *x, float *y,
+                                int64_t outer, int64_t n, int threads)
+{
+    int64_t groups = outer / SM_ROWS;
+    int nt = groups > 1 && outer * n >= SM_PARALLEL_WORK ? threads : 1;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t g = 0; g < groups; g++)
+        sm_rows_reduced(kind, ac, x + g * SM_ROWS * n, y + g * SM_ROWS * n, n);
+    for (int64_t o = groups * SM_ROWS; o < outer; o++)
+        sm_tile_reduced(kind, ac, x + o * n, y + o * n, n, 1, 1);
+}
+
 static void sm_run_reduced(sm_kind kind, const ld_accum *ac, const float *x, float *y,
                            int64_t outer, int64_t n, int64_t inner, int threads)
 {
+    if (inner == 1) {
+        sm_run_reduced_rows(kind, ac, x, y, outer, n, threads);
+        return;
+    }
     int64_t tiles = (inner + SM_TILE - 1) / SM_TILE;
     int nt = outer * tiles > 1 && outer * n * inner >= SM_PARALLEL_WORK ? threads : 1;
 #pragma omp parallel for num_threads(nt) schedule(static)

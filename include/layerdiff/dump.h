@@ -21,7 +21,10 @@ extern "C" {
 #endif
 
 #define LD_DUMP_FORMAT_NAME "layerdiff-dump"
-#define LD_DUMP_FORMAT_VERSION 1
+/* 2: run tensors are described by one index table per run instead of a
+ * dozen attributes per dataset (docs/dump-format.md); version 1 files are
+ * still read. */
+#define LD_DUMP_FORMAT_VERSION 2
 
 /* File-level attributes. Strings are borrowed by the writer, owned by the
  * reader's dump object. */
@@ -60,6 +63,9 @@ typedef struct ld_dump_tensor_meta {
                                   0 for graph inputs and in dumps written before they were
                                   stored */
     const char *const *inputs;
+    int graph_output;          /* writer: nonzero when the tensor is one of the graph's outputs.
+                                  reader: 1 or 0; -1 (unknown) in dumps of format version 1
+                                  and for model inputs */
     /* reader only: */
     ld_dtype dtype;
     ld_shape shape;
@@ -72,6 +78,9 @@ typedef struct ld_dump_writer_options {
     bool sync;                 /* fsync the file (and its directory) at commit, so a
                                   power loss cannot leave a renamed but unwritten file;
                                   off by default (commit then waits for the disk) */
+    int format_version;        /* 0: LD_DUMP_FORMAT_VERSION (default); 1: the older layout
+                                  (attributes on every dataset, no index tables, no
+                                  graph-output flag), for compatibility tests */
 } ld_dump_writer_options;
 
 /* Opens a writer for `path` (writes go to a temporary file beside it). opts

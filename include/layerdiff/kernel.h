@@ -47,6 +47,23 @@ typedef struct ld_kernel_ctx {
                                        zeroes it and reads it for profiles */
     ld_error *err;
     struct ld_exec *exec;           /* private */
+    /* Output rounding fused into the kernel (optional; fields added after the
+     * ones above, zero unless a backend sets them). The emulated engine rounds
+     * every float output of a layer to the layer's output type after compute:
+     * a second pass over memory the kernel has just written. A backend that
+     * offers round_block lets a kernel do that rounding itself, block by block,
+     * while each block is still in cache. A kernel that uses it calls
+     * round_block(round_user, j, block, n) right after writing the final
+     * values of block[0, n) of float32 output j (block points into
+     * outputs[j]->data), exactly once for every element, from any thread (the
+     * hook is thread-safe), and then sets bit j of rounded_outputs. The
+     * backend rounds in place and counts as its own pass would (bit for bit
+     * the same values and counters) and skips its pass for that output. A
+     * kernel that does not set the bit (any path it takes) leaves the output
+     * to the backend's pass; calling round_block then is a bug. */
+    void (*round_block)(void *round_user, int output, float *block, int64_t n);
+    void *round_user;
+    unsigned rounded_outputs;
 } ld_kernel_ctx;
 
 /* What infer says about one output. */

@@ -19,6 +19,20 @@ extern "C" {
 
 #define LD_REPORT_SCHEMA_NAME "layerdiff-report"
 #define LD_REPORT_SCHEMA_VERSION 1
+/* Additive changes within a version (fields old readers ignore): written as
+ * "schema_minor"; a file without it is minor 0. 1: context.timing. */
+#define LD_REPORT_SCHEMA_MINOR 1
+
+/* How long the command took, wall clock, in seconds (schema 1.1). A report
+ * without it (1.0), or a caller that did not measure, has present = false. */
+typedef struct ld_report_timing {
+    bool present;
+    double total_seconds;    /* the command's start to its report: loading, running, comparing */
+    double ref_seconds;      /* the reference backend's run (`run`; 0 for `compare`) */
+    double test_seconds;     /* the test backend's run, its isolated layers included (`run`) */
+    double compare_seconds;  /* comparing: within the runs for `run` (also counted in their
+                                times), reading the dumps and comparing for `compare` */
+} ld_report_timing;
 
 /* Where the compared runs came from. All strings borrowed; NULL = unknown. */
 typedef struct ld_report_context {
@@ -36,6 +50,7 @@ typedef struct ld_report_context {
     const char *const *missing_in_test;
     int n_missing_in_ref;       /* in the test run, not in the reference run */
     const char *const *missing_in_ref;
+    ld_report_timing timing;    /* JUnit's time attributes come from here */
 } ld_report_context;
 
 /* Names of the tolerance modes and error statistics as the command line and
@@ -81,10 +96,11 @@ typedef struct ld_report {
     ld_compare_summary summary; /* origins/culprits point into the report */
     int n_records;
     ld_compare_record *records;
+    int schema_minor;           /* 0 when the file has no "schema_minor" */
 } ld_report;
 
 /* Reads and validates a report written by ld_report_write_json (schema name
- * LD_REPORT_SCHEMA_NAME, version 1 .. LD_REPORT_SCHEMA_VERSION). Fails with
+ * LD_REPORT_SCHEMA_NAME, version 1 .. LD_REPORT_SCHEMA_VERSION; any minor). Fails with
  * LD_ERR_IO when the file cannot be read and LD_ERR_INPUT on anything else,
  * in one line naming the file and the offending field, e.g.
  *   "r.json: records[3].metrics.abs.max: expected a number or "NaN"/"Infinity"/"-Infinity""

@@ -18,6 +18,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LAYERDIFF=${LAYERDIFF:-$ROOT/build/asan/layerdiff}
 case "$LAYERDIFF" in /*) ;; *) LAYERDIFF=$ROOT/$LAYERDIFF ;; esac
 PY=/usr/bin/python3
+# tests/e2e/dump_attrs.py: `import dump_attrs` shows a dump's index rows as dataset attributes
+export PYTHONPATH=$ROOT/tests/e2e${PYTHONPATH:+:$PYTHONPATH}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/layerdiff-e2e.XXXXXX")
 STDOUT=$WORK/.stdout
 STDERR=$WORK/.stderr

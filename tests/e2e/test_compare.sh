@@ -30,8 +30,15 @@ import shutil, h5py, numpy as np
 def copy(src, dst):
     shutil.copy(src, dst)
     return h5py.File(dst, "r+")
+def drop_row(f, run, name):  # format 2: the run's index table has a row per tensor
+    t = f["index/" + run]
+    rows = t[()]
+    keep = rows[[r["name"] != name.encode() for r in rows]]
+    t.resize((len(keep),))
+    t[...] = keep
 with copy("today.h5", "missing.h5") as f:
     del f["runs/emulated/relu1_out"]
+    drop_row(f, "emulated", "relu1_out")
 with copy("today.h5", "shape.h5") as f:
     g = f["runs/emulated"]
     attrs = dict(g["relu1_out"].attrs)
@@ -42,9 +49,11 @@ with copy("today.h5", "shape.h5") as f:
         d.attrs[k] = v
 with copy("today.h5", "three.h5") as f:
     f.copy("runs/emulated", "runs/other")
+    f.copy("index/emulated", "index/other")
     f["runs/other"].attrs["name"] = "other"
 with copy("noiso.h5", "iso.h5") as f:
     f.copy("runs/emulated", "runs/emulated.isolated")
+    f.copy("index/emulated", "index/emulated.isolated")
     g = f["runs/emulated.isolated"]
     g.attrs["name"] = "emulated.isolated"
     g.attrs["isolated_of"] = "emulated"
@@ -131,6 +140,56 @@ run "$LAYERDIFF" compare golden.h5 --layers outputs --report-json outputs.json
 expect_exit 0
 expect_true "records input and output" json_check outputs.json \
   '[x["name"] for x in r["records"]] == ["input", "output"] and r["records"][1]["is_graph_output"]'
+
+# A graph output that a later layer also reads ("a" below): the dump's
+# graph-output flag (format 2) finds it; an older dump without the flag falls
+# back to "tensors no layer reads", says so, and misses it.
+"$PY" - <<'PYEOF' || { echo "setup: onnx model failed"; exit 1; }
+import onnx
+from onnx import helper, TensorProto as T
+g = helper.make_graph(
+    [helper.make_node("Relu", ["x"], ["a"], name="relu"), helper.make_node("Neg", ["a"], ["b"], name="neg")],
+    "chain", [helper.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+    [helper.make_tensor_value_info("a", T.FLOAT, [2, 3]), helper.make_tensor_value_info("b", T.FLOAT, [2, 3])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), "chain.onnx")
+PYEOF
+"$LAYERDIFF" run chain.onnx --dump chain.h5 >/dev/null 2>chain.err ||
+  { echo "setup: layerdiff run chain.onnx failed: $(head -c 400 chain.err)"; exit 1; }
+"$PY" - <<'PYEOF' || { echo "setup: h5py v1 conversion failed"; exit 1; }
+# chain.h5 rewritten as format version 1: attributes on every dataset, no index.
+import shutil, h5py, numpy as np
+from urllib.parse import unquote
+shutil.copy("chain.h5", "chain-v1.h5")
+with h5py.File("chain-v1.h5", "r+") as f:
+    str_t = h5py.string_dtype()
+    for run in f["runs"]:
+        for row in f["index"][run][()]:
+            r = {k: row[k].decode() if isinstance(row[k], bytes) else row[k] for k in row.dtype.names}
+            d = f["runs"][run][r["link"]]
+            for k in ("name", "node", "op_type", "precision", "dtype"):
+                d.attrs[k] = r[k]
+            d.attrs["topo_index"] = np.int64(r["topo_index"])
+            d.attrs["output_index"] = np.int64(r["output_index"])
+            if r["inputs"]:
+                ins = ["" if x == "%00" else unquote(x) for x in r["inputs"].split("/")]
+                d.attrs.create("inputs", ins, dtype=str_t)
+    del f["index"]
+    f.attrs["format_version"] = np.int64(1)
+PYEOF
+
+case_begin "--layers outputs: the dump's graph-output flag finds an output a later layer reads"
+run "$LAYERDIFF" compare chain.h5 --layers outputs --report-json chain.json
+expect_exit 0
+expect_true "records x, a, b; a and b graph outputs" json_check chain.json \
+  '[(x["name"], x["is_graph_output"]) for x in r["records"]] == [("x", False), ("a", True), ("b", True)]'
+expect_true "no fallback note" sh -c "! grep -q 'graph-output flags' '$STDERR'"
+
+case_begin "--layers outputs on a format 1 dump: a note, tensors no layer reads"
+run "$LAYERDIFF" compare chain-v1.h5 --layers outputs --report-json chain1.json
+expect_exit 0
+expect_stderr_contains "has no graph-output flags (written before dump format 2)"
+expect_true "records x and b only" json_check chain1.json \
+  '[x["name"] for x in r["records"]] == ["x", "b"]'
 
 case_begin "overflow fixture: inf encoded as strings, engine counters, origin"
 run "$LAYERDIFF" compare overflow.h5 --report-json overflow.json
@@ -259,6 +318,42 @@ if command -v script >/dev/null 2>&1; then
   expect_true "escape codes on a TTY" grep -q "$(printf '\033')\[32mPASS" tty.out
   TERM=xterm NO_COLOR=1 script -qec "'$LAYERDIFF' compare golden.h5" /dev/null >tty2.out 2>&1
   expect_true "none with NO_COLOR" no_escapes tty2.out
+else
+  skip_case "no script(1)"
+fi
+
+# (getopt moves the operands after the options: the line is an equivalent command)
+case_begin "report 1.1: the command line as shell words and the command's timing; JUnit times from it"
+run "$LAYERDIFF" compare golden.h5 --atol '*:1' --report-json cl.json --junit cl.xml
+expect_exit 0
+expect_true "command_line quoted, timing present" json_check cl.json \
+  'r["schema_version"] == 1 and r["schema_minor"] == 1 and
+   r["context"]["command_line"] == "layerdiff compare --atol '"'"'*:1'"'"' --report-json cl.json --junit cl.xml golden.h5" and
+   0 < r["context"]["timing"]["compare_seconds"] <= r["context"]["timing"]["total_seconds"] < 60 and
+   r["context"]["timing"]["reference_seconds"] == 0'
+expect_true "JUnit suite time is the command's, not 0" "$PY" -c "
+import json, xml.etree.ElementTree as ET
+t = json.load(open('cl.json'))['context']['timing']
+s = ET.parse('cl.xml').getroot()
+assert abs(float(s.get('time')) - t['total_seconds']) < 0.001 and float(s.get('time')) > 0
+cases = s.findall('testsuite/testcase')
+assert cases and sum(float(c.get('time')) for c in cases) <= t['compare_seconds'] + 1e-5
+assert all(float(c.get('time')) > 0 for c in cases)"
+run "$LAYERDIFF" run "$FX/cnn.onnx" --report-json live.json
+expect_exit 0
+expect_true "a live run times both backends" json_check live.json \
+  'all(r["context"]["timing"][k] > 0 for k in ("total_seconds", "reference_seconds", "test_seconds", "compare_seconds"))
+   and r["context"]["timing"]["test_seconds"] < r["context"]["timing"]["total_seconds"]'
+
+case_begin "progress line on a terminal's stderr: tensors compared / total; none with --quiet or off a TTY"
+if command -v script >/dev/null 2>&1; then
+  TERM=xterm script -qec "'$LAYERDIFF' compare golden.h5 >/dev/null" /dev/null >prog.out 2>&1
+  expect_true "the last step is drawn ($(head -c 200 prog.out | tr '\r' '|'))" grep -q "compare: tensor 9/9  " prog.out
+  expect_true "and erased: the output ends in a carriage return" sh -c "tail -c 1 prog.out | od -c | grep -q '\\r'"
+  TERM=xterm script -qec "'$LAYERDIFF' compare golden.h5 --quiet >/dev/null" /dev/null >prog2.out 2>&1
+  expect_true "nothing with --quiet" test ! -s prog2.out
+  run "$LAYERDIFF" compare golden.h5
+  expect_true "nothing when stderr is a file" test ! -s "$STDERR"
 else
   skip_case "no script(1)"
 fi

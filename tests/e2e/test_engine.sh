@@ -39,7 +39,7 @@ printf '# rules\nop:Relu:fp32\n\nconv2:bf16\n' >rules.txt
 dump_check() {
   "$PY" - "$1" "$2" <<'PYEOF'
 import sys
-import h5py, numpy as np
+import h5py, dump_attrs, numpy as np
 f = h5py.File(sys.argv[1], "r")
 e = f["runs/emulated"]
 r = f["runs/reference"] if "reference" in f["runs"] else None

@@ -104,8 +104,19 @@ expect_stderr_one_line
 case_begin "--profile-json into a missing folder fails after the run, naming the file"
 run "$LAYERDIFF" run --backends reference "$FX/cnn.onnx" --profile-json "$WORK/no/such/dir/p.json"
 expect_exit 2
-expect_stderr_contains "$WORK/no/such/dir/p.json: cannot create"
+expect_stderr_contains "cannot write profile '$WORK/no/such/dir/p.json': No such file or directory"
 expect_stderr_one_line
+
+case_begin "--profile-json that fails mid-write leaves the old file and no temporary file"
+# A file-size limit of 1 KiB (SIGXFSZ ignored, so write fails with EFBIG): the
+# profile, a few KiB, cannot be written whole. Written in place it would be cut.
+mkdir -p pj && printf 'old\n' >pj/p.json
+run sh -c "trap '' XFSZ; ulimit -f 1; exec '$LAYERDIFF' run --backends reference '$FX/cnn.onnx' --profile-json pj/p.json >/dev/null"
+expect_exit 2
+expect_stderr_contains "cannot write profile 'pj/p.json': File too large"
+expect_stderr_one_line
+expect_true "the old file is untouched" grep -qx old pj/p.json
+expect_true "no temporary file left ($(ls -A pj | tr '\n' ' '))" test "$(ls -A pj)" = p.json
 
 case_begin "a plugin backend without a profile is reported as such"
 PLUGIN=$BUILD_DIR/plugins/passthrough.so

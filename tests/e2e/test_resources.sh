@@ -74,6 +74,35 @@ run "$L" run --backends reference fill.onnx --max-memory 5M
 expect_exit 0
 expect_stdout_contains "y  float32  scalar  min 0  max 0"
 
+# The limit is the whole run's: the lockstep comparison holds the reference's and the
+# test's 4 MiB 'big' at once (8 MiB), so a limit between 1x and 2x of one backend's
+# need fails; before the shared budget each backend had the whole limit to itself.
+case_begin "--max-memory is the whole run's: two backends in lockstep share it (run-time shapes)"
+run "$L" run fill.onnx --max-memory 6M
+expect_exit 2
+expect_stderr_one_line
+expect_stderr_contains "backend 'emulated', isolated: node 'fill' (ConstantOfShape): tensor 'big' needs 4.0 MiB; with 4.0 MiB of layer outputs alive and 16 B of weights and inputs the run would hold 8.0 MiB, more than the memory limit 6.0 MiB (--max-memory)"
+run "$L" run fill.onnx --no-isolate --max-memory 6M
+expect_exit 2
+expect_stderr_contains "backend 'emulated': node 'fill' (ConstantOfShape): tensor 'big' needs 4.0 MiB; with 4.0 MiB of layer outputs alive"
+run "$L" run fill.onnx --max-memory 9M
+expect_exit 0
+expect_stdout_contains "PASS"
+run "$L" run fill.onnx --backends reference --max-memory 6M
+expect_exit 0
+
+case_begin "--max-memory is the whole run's: the estimate counts both backends' layer outputs"
+# n:10: inputs 40 KiB, layer outputs alive at once 80 KiB: one backend needs 120 KiB,
+# two in lockstep 200 KiB.
+run "$L" run static.onnx --input-shapes n:10 --max-memory 150K
+expect_exit 2
+expect_stderr_one_line
+expect_stderr_contains "static.onnx: the run needs 200.0 KiB of tensors (weights 0 B, inputs 40.0 KiB, layer outputs alive at once 80.0 KiB at node 'add' (Add), in each of the 2 backends run together; largest tensor"
+run "$L" run static.onnx --backends reference --input-shapes n:10 --max-memory 150K
+expect_exit 0
+run "$L" run static.onnx --input-shapes n:10 --max-memory 250K  # + isolated outputs of one node
+expect_exit 0
+
 case_begin "default limit (80% of RAM) stops a model declaring 4 TB"
 run "$L" run --backends reference tera.onnx
 expect_exit 2
@@ -158,7 +187,7 @@ if heavy_ok; then
   expect_exit 0
   expect_stdout_contains "PASS  all 100,001 tensors within tolerance"
   expect_true "an even number of Neg gives x back" "$PY" -c "
-import h5py, numpy as np
+import h5py, dump_attrs, numpy as np
 f = h5py.File('chain.h5', 'r')
 ins = [f['inputs'][k] for k in f['inputs']]
 x = [d for d in ins if d.attrs['name'] == b'x' or d.attrs['name'] == 'x'][0][()]
@@ -226,6 +255,47 @@ if heavy_ok; then
   expect_true "no temporary file left" no_leftovers
 fi
 
+# The comparing run of the 100,000-node chain spends seconds writing a 180 MB JSON
+# report and its HTML page after the run: the signals arrive while the report's
+# temporary file exists. The first Ctrl-C lets the write go on; the second kills at once
+# and must take the temporary files with it.
+case_begin "a second SIGINT while the reports are written: killed, no report, no temporary file"
+if heavy_ok; then
+  "$RELEASE" run chain.onnx --report-json rep.json --html rep.html >"$STDOUT" 2>"$STDERR" &
+  pid=$!
+  for i in $(seq 1200); do  # up to 60 s: a busy machine
+    ls -a | grep -q '^rep\.json\.tmp-' && break
+    sleep 0.05
+  done
+  expect_true "the report's temporary file appeared" sh -c "ls -a | grep -q '^rep\.json\.tmp-'"
+  sleep 0.3
+  kill -s INT "$pid"; sleep 0.1; kill -s INT "$pid"
+  wait "$pid"
+  EXIT=$?
+  expect_exit 130
+  expect_no_file rep.json
+  expect_no_file rep.html
+  expect_true "no temporary file left ($(ls -a | grep tmp- | tr '\n' ' '))" no_leftovers
+fi
+
+case_begin "SIGTERM while compare writes its report: no temporary file (every command cleans up)"
+if heavy_ok; then
+  "$RELEASE" run chain.onnx --backends reference,reference --dump pair.h5 >"$STDOUT" 2>"$STDERR"
+  "$RELEASE" compare pair.h5 --report-json crep.json >"$STDOUT" 2>"$STDERR" &
+  pid=$!
+  for i in $(seq 1200); do
+    ls -a | grep -q '^crep\.json\.tmp-' && break
+    sleep 0.05
+  done
+  kill -s TERM "$pid"
+  wait "$pid"
+  EXIT=$?
+  expect_exit 143
+  expect_no_file crep.json
+  expect_true "no temporary file left ($(ls -a | grep tmp- | tr '\n' ' '))" no_leftovers
+  rm -f pair.h5
+fi
+
 # --- > 2 GB of external data ---------------------------------------------------------------
 case_begin "a model with 2.06 GiB of external data (offsets past 2^31 and 2^32) runs"
 free_kb=$(df -Pk . | awk 'NR == 2 { print $4 }')
@@ -242,7 +312,7 @@ elif heavy_ok; then
   expect_exit 0
   expect_stdout_contains "rows  float32  3x16  min 100  max 315"
   expect_true "rows 0, k (past 2^31) and N-1, and v (at 5 GiB) read back" "$PY" -c "
-import h5py, numpy as np
+import h5py, dump_attrs, numpy as np
 f = h5py.File('huge/out.h5', 'r')
 outs = {(d.attrs['name'].decode() if isinstance(d.attrs['name'], bytes) else d.attrs['name']): d[()]
         for d in f['runs']['reference'].values()}

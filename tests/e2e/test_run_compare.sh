@@ -39,7 +39,7 @@ PYEOF
 dump_check() {
   "$PY" - "$1" "$2" <<'PYEOF'
 import sys
-import h5py, numpy as np
+import h5py, dump_attrs, numpy as np
 f = h5py.File(sys.argv[1], "r")
 def esc(name):
     return "".join("%%%02X" % ord(c) if c in "%/" or (i == 0 and c == ".") else c

@@ -47,7 +47,7 @@ dump_check() {
   local out
   out=$("$PY" - "$1" "$3" 2>&1 <<'PYEOF'
 import sys
-import h5py, numpy as np
+import h5py, dump_attrs, numpy as np
 f = h5py.File(sys.argv[1], "r")
 def ds(run):
     g = f["runs"][run]
@@ -271,7 +271,7 @@ case_begin "story 5: the report counts the elements TF32 moved across a Clip bou
 # each one's Conv output (before the Clip) is on the other side of that bound.
 "$PY" - cc_tf32.json cc_tf32.h5 <<'PYEOF' || _fail "clip crossings"
 import sys, json
-import h5py, numpy as np
+import h5py, dump_attrs, numpy as np
 j = json.load(open(sys.argv[1]))
 clip = next(r for r in j["records"] if r["op_type"] == "Clip")
 conv = next(r for r in j["records"] if r["op_type"] == "Conv")

@@ -84,9 +84,14 @@ ld_dump_tensor_meta dt_meta(const char *name, int64_t topo, int output)
 
 ld_dump_writer *dt_open_writer(const char *path, int gzip_level)
 {
+    return dt_open_writer_version(path, gzip_level, 0);
+}
+
+ld_dump_writer *dt_open_writer_version(const char *path, int gzip_level, int format_version)
+{
     ld_dump_file_info info = {.model_path = "models/m.onnx", .model_sha256 = "ab12",
                               .input_seed = 42};
-    ld_dump_writer_options opts = {.gzip_level = gzip_level};
+    ld_dump_writer_options opts = {.gzip_level = gzip_level, .format_version = format_version};
     ld_dump_writer *w = NULL;
     ld_error err;
     if (ld_dump_writer_open(&w, path, &info, &opts, &err) != LD_OK)
@@ -118,7 +123,12 @@ void dt_commit(ld_dump_writer *w)
 
 void dt_write_small_dump(const char *path)
 {
-    ld_dump_writer *w = dt_open_writer(path, 0);
+    dt_write_small_dump_version(path, 1);
+}
+
+void dt_write_small_dump_version(const char *path, int format_version)
+{
+    ld_dump_writer *w = dt_open_writer_version(path, 0, format_version);
     dt_begin_run(w, "r");
     const float v = 1.0f;
     ld_tensor *t = dt_make_tensor(LD_DTYPE_FLOAT32, 0, NULL, &v);

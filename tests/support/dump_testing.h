@@ -38,7 +38,12 @@ void dt_begin_run(ld_dump_writer *w, const char *name);
 void dt_add(ld_dump_writer *w, const ld_tensor *t, const ld_dump_tensor_meta *m);
 void dt_commit(ld_dump_writer *w);
 /* A dump with one run "r" holding the float32 scalar "x" = 1. */
+/* Writes format version 1 (attributes on every dataset, the layout the
+ * reader tests edit); dt_write_small_dump_version chooses the version. */
 void dt_write_small_dump(const char *path);
+void dt_write_small_dump_version(const char *path, int format_version);
+/* dt_open_writer with a format version (0: current). */
+ld_dump_writer *dt_open_writer_version(const char *path, int gzip_level, int format_version);
 
 ld_dump *dt_open_dump(const char *path);
 /* Reads tensor `name` of run (-1: inputs); checks the tensor is named so. */

@@ -1,0 +1,446 @@
+/* Tests of the output rounding kernels do themselves for the emulated
+ * backend (ld_kernel_ctx.round_block, include/layerdiff/kernel.h):
+ *  - the elementwise drivers hand every element of output 0 to the hook
+ *    exactly once, after its final value is written, in every path (one long
+ *    row on one or two threads, many rows, short rows, broadcasts, maps) and
+ *    mark the output rounded; without a hook they mark nothing;
+ *  - ld_emu_round_block equals ld_emu_round_counted (values, float16 bits,
+ *    counts) for every precision, with and without flushing;
+ *  - a model run with fused rounding equals the same run with the pass after
+ *    compute (ld_emulated_set_fused_rounding(false)), bit for bit and counter
+ *    for counter, on tensors large enough for threads and blocks, full of
+ *    overflows, underflows, subnormals, NaNs and infinities, in repeated runs
+ *    (the observer's float16 bits kept by the kernel from the second run);
+ *    also for BatchNormalization and nearest Resize, which round their
+ *    output themselves. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/emulated.h"
+#include "backends/emulated_count.h"
+#include "backends/kernels/elementwise.h"
+#include "layerdiff/backend.h"
+#include "layerdiff/engine.h"
+#include "tests/support/onnx_builder.h"
+
+#define T(f) cmocka_unit_test_teardown(f, ob_teardown)
+#define FLOAT ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+
+static uint32_t rnd32(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+/* Mostly ordinary values, with every kind the counters care about. */
+static float varied_float(void)
+{
+    static const float special[] = {70000.0f, -1e5f, INFINITY, -INFINITY, NAN, 1e-9f,
+                                    -1e-8f,   1e-6f, -3e-5f,   0.0f,      -0.0f, 65519.0f,
+                                    6.1e-5f,  3e38f, 1e-40f};
+    uint32_t r = rnd32();
+    if (r % 50 == 0)
+        return special[(r / 50) % (sizeof special / sizeof special[0])];
+    if (r % 7 == 0)
+        return 0.0f;
+    return ((float)(int32_t)(rnd32() % 2000001u) - 1000000.0f) / 977.0f;
+}
+
+static ld_tensor *make_tensor(const char *name, int rank, const int64_t *dims)
+{
+    ld_shape shape;
+    ld_tensor *t = NULL;
+    ld_error err;
+    assert_int_equal(ld_shape_set(&shape, rank, dims, &err), LD_OK);
+    assert_int_equal(ld_tensor_create(&t, name, LD_DTYPE_FLOAT32, &shape, &err), LD_OK);
+    for (int64_t i = 0; i < t->count; i++)
+        ((float *)t->data)[i] = varied_float();
+    return t;
+}
+
+/* --- the drivers' side of the contract ------------------------------------------------- */
+
+typedef struct coverage {
+    const float *base;  /* output 0's data */
+    int64_t count;
+    unsigned char *seen; /* per element: how many times it reached the hook */
+    float *at_hook;      /* its value when it did */
+} coverage;
+
+static void mock_round_block(void *user, int output, float *block, int64_t n)
+{
+    coverage *c = user;
+    assert_int_equal(output, 0);
+    int64_t at = block - c->base;
+    assert_true(at >= 0 && at + n <= c->count);
+    for (int64_t i = 0; i < n; i++) {
+        __atomic_fetch_add(&c->seen[at + i], 1, __ATOMIC_RELAXED);
+        c->at_hook[at + i] = block[i];
+    }
+    ld_round_array(block, (size_t)n, LD_PRECISION_FP16, NULL); /* as the engine would */
+}
+
+EW_ROW2(mock_add, float, float, float, void, x + y)
+EW_MAP(mock_neg, float, float, void, -x)
+
+/* Runs out = a + b (or -a with b NULL) through the output drivers with the
+ * mock hook (or none) and checks what reached it. */
+static void check_driver(int threads, int ra, const int64_t *da, int rb, const int64_t *db,
+                         bool hook)
+{
+    ld_tensor *a = make_tensor("a", ra, da);
+    ld_tensor *b = rb ? make_tensor("b", rb, db) : NULL;
+    ld_tensor *out = NULL;
+    ld_error err;
+    ld_shape shape = a->shape;
+    if (b)
+        assert_int_equal(ld_broadcast_shape(&a->shape, &b->shape, &shape, NULL, &err), LD_OK);
+    assert_int_equal(ld_tensor_create(&out, "out", LD_DTYPE_FLOAT32, &shape, &err), LD_OK);
+    coverage c = {out->data, out->count, calloc((size_t)out->count, 1),
+                  calloc((size_t)out->count, sizeof(float))};
+    assert_true(c.seen && c.at_hook);
+    const ld_tensor *ins[2] = {a, b};
+    ld_kernel_ctx ctx = {.n_inputs = b ? 2 : 1, .inputs = ins, .n_outputs = 1,
+                         .outputs = &out, .threads = threads, .err = &err};
+    if (hook) {
+        ctx.round_block = mock_round_block;
+        ctx.round_user = &c;
+    }
+    if (b)
+        ld_ew_broadcast_output(&ctx, ins, 2, mock_add, NULL);
+    else
+        ld_ew_map_output(&ctx, a, mock_neg, NULL);
+    assert_int_equal(ctx.rounded_outputs, hook ? 1u : 0u);
+    /* the unrounded result, by a plain broadcast without a hook */
+    ld_tensor *plain = NULL;
+    assert_int_equal(ld_tensor_create(&plain, "plain", LD_DTYPE_FLOAT32, &shape, &err), LD_OK);
+    ld_kernel_ctx pctx = {.n_inputs = ctx.n_inputs, .inputs = ins, .n_outputs = 1,
+                          .outputs = &plain, .threads = 1, .err = &err};
+    if (b)
+        ld_ew_broadcast(&pctx, plain, ins, 2, mock_add, NULL);
+    else
+        ld_ew_map(&pctx, a, plain, mock_neg, NULL);
+    const float *got = out->data, *want = plain->data;
+    for (int64_t i = 0; i < out->count; i++) {
+        float w = hook ? ld_round_to_precision(want[i], LD_PRECISION_FP16, NULL) : want[i];
+        if (hook && c.seen[i] != 1)
+            fail_msg("element %lld reached the hook %d times", (long long)i, c.seen[i]);
+        if (!hook && c.seen[i] != 0)
+            fail_msg("element %lld reached an absent hook", (long long)i);
+        if (hook && bits_of(c.at_hook[i]) != bits_of(want[i]) && !isnan(want[i]))
+            fail_msg("element %lld reached the hook as %a before its final value %a",
+                     (long long)i, (double)c.at_hook[i], (double)want[i]);
+        if (bits_of(got[i]) != bits_of(w) && !(isnan(got[i]) && isnan(w)))
+            fail_msg("element %lld is %a, expected %a", (long long)i, (double)got[i], (double)w);
+    }
+    free(c.seen);
+    free(c.at_hook);
+    ld_tensor_destroy(plain);
+    ld_tensor_destroy(out);
+    ld_tensor_destroy(a);
+    ld_tensor_destroy(b);
+}
+
+static void test_drivers_round_every_element_once(void **state)
+{
+    (void)state;
+    const int64_t big[1] = {300007}, small[1] = {1000}, one[1] = {1};
+    const int64_t rows[2] = {64, 3000}, col[2] = {64, 1};
+    const int64_t many[2] = {20000, 8}, row8[2] = {1, 8};
+    const int64_t mid[2] = {4096, 40}, row40[1] = {40};
+    for (int threads = 1; threads <= 2; threads++) {
+        for (int hook = 0; hook <= 1; hook++) {
+            check_driver(threads, 1, big, 1, big, hook);     /* one long row, chunks */
+            check_driver(threads, 1, small, 1, small, hook); /* one short row */
+            check_driver(threads, 1, big, 1, one, hook);     /* tensor and scalar */
+            check_driver(threads, 2, rows, 2, col, hook);    /* long rows, broadcast */
+            check_driver(threads, 2, many, 2, row8, hook);   /* rows shorter than 16 */
+            check_driver(threads, 2, mid, 1, row40, hook);   /* rows split over threads */
+            check_driver(threads, 1, big, 0, NULL, hook);    /* map */
+            check_driver(threads, 1, small, 0, NULL, hook);
+        }
+    }
+}
+
+/* --- the engine's side: the block rounding ---------------------------------------------- */
+
+static void check_block(const float *src, int64_t n, ld_precision p, ld_rounding mode,
+                        bool flush, bool with_half)
+{
+    ld_round_options o = {mode, flush};
+    float *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+    ld_fp16 *half = malloc((size_t)n * sizeof *half);
+    assert_true(a && b && half);
+    memcpy(b, src, (size_t)n * sizeof *b);
+    ld_emu_tally ta = {0}, tb = {0};
+    ld_emu_round_counted(src, a, n, p, &o, 2, &ta);
+    ld_emu_round_block(b, b, with_half ? half : NULL, n, p, &o, &tb); /* in place */
+    for (int64_t i = 0; i < n; i++) {
+        if (bits_of(a[i]) != bits_of(b[i]))
+            fail_msg("%s element %lld: block %a, counted %a", ld_precision_name(p),
+                     (long long)i, (double)b[i], (double)a[i]);
+        if (with_half && half[i].bits != ld_fp32_to_fp16(a[i]).bits)
+            fail_msg("element %lld: float16 bits %04x, expected %04x", (long long)i,
+                     half[i].bits, ld_fp32_to_fp16(a[i]).bits);
+    }
+    assert_int_equal(ta.overflows, tb.overflows);
+    assert_int_equal(ta.underflows, tb.underflows);
+    assert_int_equal(ta.subnormals, tb.subnormals);
+    assert_int_equal(ta.src_infs, tb.src_infs);
+    assert_int_equal(ta.src_nans, tb.src_nans);
+    free(a);
+    free(b);
+    free(half);
+}
+
+static void test_round_block_equals_counted(void **state)
+{
+    (void)state;
+    const int64_t n = 150011; /* several chunks and a tail */
+    float *src = malloc((size_t)n * sizeof *src);
+    assert_non_null(src);
+    for (int64_t i = 0; i < n; i++)
+        src[i] = varied_float();
+    for (int flush = 0; flush <= 1; flush++) {
+        check_block(src, n, LD_PRECISION_FP16, LD_ROUND_NEAREST_EVEN, flush, !flush);
+        check_block(src, n, LD_PRECISION_BF16, LD_ROUND_NEAREST_EVEN, flush, false);
+        check_block(src, n, LD_PRECISION_FP32, LD_ROUND_NEAREST_EVEN, flush, false);
+        for (int mode = 0; mode < 3; mode++)
+            check_block(src, n, LD_PRECISION_TF32, (ld_rounding)mode, flush, false);
+    }
+    check_block(src, 13, LD_PRECISION_FP16, LD_ROUND_NEAREST_EVEN, false, true); /* tail */
+    free(src);
+}
+
+/* --- a whole run: fused against the pass after compute ---------------------------------- */
+
+typedef struct seen_event {
+    char value[32];
+    ld_tensor *t;
+    ld_layer_counters counters;
+} seen_event;
+
+typedef struct capture {
+    seen_event ev[32];
+    int n;
+} capture;
+
+static ld_status keep(void *user, const ld_tensor_event *e, ld_error *err)
+{
+    capture *c = user;
+    assert_true(c->n < 32);
+    seen_event *ev = &c->ev[c->n++];
+    snprintf(ev->value, sizeof ev->value, "%s", e->graph->values[e->value].name);
+    ev->counters = e->counters;
+    return ld_tensor_clone(&ev->t, e->tensor, NULL, err);
+}
+
+static void capture_free(capture *c)
+{
+    for (int i = 0; i < c->n; i++)
+        ld_tensor_destroy(c->ev[i].t);
+    c->n = 0;
+}
+
+/* x [N, C], s [C] -> Mul "scale" (s) -> Add "shift" (x) -> Clip "clip" ->
+ * Div "div" (x) -> Relu "relu" -> Sigmoid "sig" -> Sub "sub" (Relu) -> y */
+static ld_graph *model(int64_t n, int64_t c)
+{
+    Onnx__ModelProto *m = ob_model();
+    Onnx__GraphProto *g = m->graph;
+    int64_t dims[2] = {n, c};
+    ob_input(g, "x", FLOAT, 2, dims);
+    Onnx__TensorProto *s = ob_tensor("s", FLOAT, 1, &c);
+    float *sv = ob_mem((size_t)c * sizeof *sv);
+    for (int64_t i = 0; i < c; i++)
+        sv[i] = i % 5 == 0 ? 3000.0f : i % 5 == 1 ? 1e-4f : 0.37f * (float)(i + 1);
+    ob_set_raw(s, sv, (size_t)c * sizeof *sv);
+    OB_PUSH(g->initializer, g->n_initializer, s);
+    ob_node(g, "Mul", "scale", "x,s", "scaled");
+    ob_node(g, "Add", "shift", "scaled,x", "shifted");
+    ob_node(g, "Clip", "clip", "shifted", "clipped");
+    ob_node(g, "Div", "div", "clipped,x", "divided");
+    ob_node(g, "Relu", "relu", "divided", "relu_out");
+    ob_node(g, "Sigmoid", "sig", "relu_out", "sig_out");
+    ob_node(g, "Sub", "sub", "sig_out,relu_out", "y");
+    ob_output(g, "y", FLOAT);
+    return ob_load_ok(m);
+}
+
+static Onnx__TensorProto *bn_param(Onnx__GraphProto *g, const char *name, int64_t c,
+                                    float base, float step)
+{
+    Onnx__TensorProto *t = ob_tensor(name, FLOAT, 1, &c);
+    float *v = ob_mem((size_t)c * sizeof *v);
+    for (int64_t i = 0; i < c; i++)
+        v[i] = base + step * (float)i;
+    ob_set_raw(t, v, (size_t)c * sizeof *v);
+    OB_PUSH(g->initializer, g->n_initializer, t);
+    return t;
+}
+
+/* x [N, C, S] -> Mul "square" (x) -> BatchNormalization "bn" -> Relu "relu" -> y:
+ * BatchNormalization rounds its output planes itself (normalization.c). */
+static ld_graph *model_bn(int64_t n, int64_t c, int64_t s)
+{
+    Onnx__ModelProto *m = ob_model();
+    Onnx__GraphProto *g = m->graph;
+    int64_t dims[3] = {n, c, s};
+    ob_input(g, "x", FLOAT, 3, dims);
+    bn_param(g, "gamma", c, 0.5f, 900.0f); /* large scales overflow fp16 */
+    bn_param(g, "beta", c, -1.0f, 0.25f);
+    bn_param(g, "mean", c, 0.1f, 0.01f);
+    bn_param(g, "var", c, 1e-3f, 3.0f);
+    ob_node(g, "Mul", "square", "x,x", "sq");
+    ob_node(g, "BatchNormalization", "bn", "sq,gamma,beta,mean,var", "normed");
+    ob_node(g, "Relu", "relu", "normed", "y");
+    ob_output(g, "y", FLOAT);
+    return ob_load_ok(m);
+}
+
+/* x [N, C, H, W] -> Mul "square" (x) -> Resize "up" (nearest, scales
+ * 1, 1, 2, 3) -> Relu "relu" -> y: nearest Resize rounds its output rows
+ * itself (resize.c). */
+static ld_graph *model_resize(int64_t n, int64_t c, int64_t h, int64_t w)
+{
+    Onnx__ModelProto *m = ob_model();
+    Onnx__GraphProto *g = m->graph;
+    int64_t dims[4] = {n, c, h, w}, four = 4, none = 0;
+    ob_input(g, "x", FLOAT, 4, dims);
+    Onnx__TensorProto *roi = ob_tensor("roi", FLOAT, 1, &none);
+    OB_PUSH(g->initializer, g->n_initializer, roi);
+    Onnx__TensorProto *scales = ob_tensor("scales", FLOAT, 1, &four);
+    float *sv = ob_mem(4 * sizeof *sv);
+    sv[0] = 1.0f, sv[1] = 1.0f, sv[2] = 2.0f, sv[3] = 3.0f;
+    ob_set_raw(scales, sv, 4 * sizeof *sv);
+    OB_PUSH(g->initializer, g->n_initializer, scales);
+    ob_node(g, "Mul", "square", "x,x", "sq");
+    Onnx__NodeProto *up = ob_node(g, "Resize", "up", "sq,roi,scales", "upsampled");
+    Onnx__AttributeProto *mode = ob_attr(up, "mode", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING);
+    mode->has_s = 1;
+    mode->s.data = (uint8_t *)ob_str("nearest");
+    mode->s.len = 7;
+    ob_node(g, "Relu", "relu", "upsampled", "y");
+    ob_output(g, "y", FLOAT);
+    return ob_load_ok(m);
+}
+
+static void run_both(const ld_graph *g, ld_tensor *x, const ld_engine_config *cfg, int threads,
+                     bool fused, int runs, capture *cap)
+{
+    const ld_backend_vtable *vt = ld_backend_find("emulated");
+    ld_backend_config bc = {.threads = threads, .engine = cfg};
+    void *st = NULL;
+    ld_error err;
+    if (vt->create(&st, &bc, &err) != LD_OK || vt->prepare(st, g, &x->shape, &err) != LD_OK)
+        fail_msg("emulated backend: %s", err.message);
+    ld_emulated_set_fused_rounding(st, fused);
+    for (int r = 0; r < runs; r++) {
+        capture_free(cap);
+        if (vt->run(st, (const ld_tensor *const *)&x, keep, cap, &err) != LD_OK)
+            fail_msg("emulated run: %s", err.message);
+    }
+    vt->destroy(st);
+}
+
+static void expect_same_runs(const capture *a, const capture *b)
+{
+    assert_int_equal(a->n, b->n);
+    for (int i = 0; i < a->n; i++) {
+        const seen_event *x = &a->ev[i], *y = &b->ev[i];
+        assert_string_equal(x->value, y->value);
+        assert_int_equal(x->t->dtype, y->t->dtype);
+        assert_int_equal(x->t->nbytes, y->t->nbytes);
+        if (memcmp(x->t->data, y->t->data, x->t->nbytes) != 0)
+            fail_msg("'%s' differs between fused and unfused rounding", x->value);
+        const ld_layer_counters *p = &x->counters, *q = &y->counters;
+        if (p->overflows != q->overflows || p->underflows != q->underflows ||
+            p->subnormals != q->subnormals || p->nans_created != q->nans_created ||
+            p->present != q->present)
+            fail_msg("'%s': counters fused %lld/%lld/%lld/%lld, unfused %lld/%lld/%lld/%lld",
+                     x->value, (long long)p->overflows, (long long)p->underflows,
+                     (long long)p->subnormals, (long long)p->nans_created,
+                     (long long)q->overflows, (long long)q->underflows,
+                     (long long)q->subnormals, (long long)q->nans_created);
+    }
+}
+
+/* w > 0: model_resize(n, c, s, w); else s > 0: model_bn(n, c, s); else
+ * model(n, c). */
+static void check_model_of(int64_t n, int64_t c, int64_t s, int64_t w, bool bf16, bool flush,
+                           int threads, int runs)
+{
+    ld_graph *g = w > 0 ? model_resize(n, c, s, w) : s > 0 ? model_bn(n, c, s) : model(n, c);
+    int64_t dims[4] = {n, c, s, w};
+    ld_tensor *x = make_tensor("x", w > 0 ? 4 : s > 0 ? 3 : 2, dims);
+    ld_engine_config cfg;
+    ld_engine_config_init(&cfg);
+    cfg.fp16 = !bf16;
+    cfg.bf16 = bf16;
+    cfg.flush_denormals = flush;
+    capture fused = {0}, unfused = {0};
+    run_both(g, x, &cfg, threads, true, runs, &fused);
+    run_both(g, x, &cfg, threads, false, runs, &unfused);
+    expect_same_runs(&fused, &unfused);
+    int64_t counted = 0; /* the data must exercise the counters */
+    for (int i = 0; i < fused.n; i++)
+        counted += fused.ev[i].counters.overflows + fused.ev[i].counters.underflows +
+                   fused.ev[i].counters.subnormals + fused.ev[i].counters.nans_created;
+    assert_true(counted > 0);
+    capture_free(&fused);
+    capture_free(&unfused);
+    ld_tensor_destroy(x);
+    ld_graph_destroy(g);
+}
+
+static void check_model(int64_t n, int64_t c, bool bf16, bool flush, int threads, int runs)
+{
+    check_model_of(n, c, 0, 0, bf16, flush, threads, runs);
+}
+
+static void test_fused_run_equals_pass(void **state)
+{
+    (void)state;
+    check_model(1200, 250, false, false, 2, 2); /* 300000 elements: threads, blocks */
+    check_model(1200, 250, false, false, 1, 1);
+    check_model(37, 5, false, false, 2, 2);     /* small, one thread inside */
+    check_model(600, 250, false, true, 2, 1);   /* flush: the generic rounding */
+    check_model(600, 250, true, false, 2, 2);   /* bf16 */
+    /* BatchNormalization: planes of several blocks with a tail, threads */
+    check_model_of(3, 8, 9000, 0, false, false, 2, 2);
+    check_model_of(2, 3, 300, 0, false, false, 1, 1);  /* one short block per plane */
+    check_model_of(2, 8, 5000, 0, false, true, 2, 1);  /* flush */
+    /* nearest Resize: runs of rows per thread, repeated rows, a short tail */
+    check_model_of(2, 16, 37, 29, false, false, 2, 2);
+    check_model_of(1, 3, 5, 7, false, false, 1, 1);
+    check_model_of(2, 16, 37, 29, false, true, 2, 1); /* flush */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_drivers_round_every_element_once),
+        T(test_round_block_equals_counted),
+        T(test_fused_run_equals_pass),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
