@@ -17,13 +17,18 @@
  * formulas are at each *_reduced function. BatchNormalization in inference
  * accumulates nothing and keeps the reference arithmetic; LRN, LpNormalization,
  * InstanceNormalization, LayerNormalization and MeanVarianceNormalization
- * have reduced paths. */
+ * have reduced paths.
+ *
+ * LRN, LpNormalization and MeanVarianceNormalization are in
+ * normalization_lrn_lp_mvn.c; the helpers both files use (and V) in
+ * normalization_internal.h. This file has the kernel table for all of them. */
 #include <math.h>
 
 #include "backends/accumulate.h"
 #include "backends/kernels/kernel_util.h"
 #include "backends/kernels/kernels.h"
 #include "backends/kernels/reduce_util.h"
+#include "backends/kernels/normalization_internal.h"
 
 #define NORM_PARALLEL_WORK ((int64_t)1 << 15)
 
@@ -61,8 +66,6 @@ NORM_DEFINE(f64, double)
 
 /* --- reduced precision (float32 data) --------------------------------------------------- */
 
-#define V(ac, v) ld_accum_value(ac, v)
-
 /* mean = V(sum x / n), var = V(sum d^2 / n) with d = V(x - mean): two passes,
  * each an ld_accum sum in index order (the squares as multiply-add steps). */
 static void stats_reduced(const ld_accum *ac, const float *x, int64_t n, float *mean,
@@ -86,18 +89,6 @@ static float inv_std_reduced(const ld_accum *ac, float var, float epsilon)
     return V(ac, 1.0f / V(ac, sqrtf(V(ac, var + epsilon))));
 }
 
-static ld_accum accum_of(const ld_kernel_ctx *ctx, const ld_tensor *x)
-{
-    ld_accum ac = ld_accum_make(ctx->numerics, ctx->counters);
-    ac.reduced = ac.reduced && x->dtype == LD_DTYPE_FLOAT32;
-    return ac;
-}
-
-static bool is_f64(const ld_tensor *t)
-{
-    return t->dtype == LD_DTYPE_FLOAT64;
-}
-
 static void row_stats(const ld_tensor *x, int64_t off, int64_t n, double *mean, double *var)
 {
     if (is_f64(x))
@@ -113,41 +104,6 @@ static void row_affine(const ld_tensor *x, ld_tensor *y, int64_t off, int64_t n,
         affine_f64((const double *)x->data + off, (double *)y->data + off, n, mean, a, b);
     else
         affine_f32((const float *)x->data + off, (float *)y->data + off, n, mean, a, b);
-}
-
-static double at(const ld_tensor *t, int64_t i)
-{
-    return is_f64(t) ? ((const double *)t->data)[i] : ((const float *)t->data)[i];
-}
-
-static void put(ld_tensor *t, int64_t i, double v)
-{
-    if (is_f64(t))
-        ((double *)t->data)[i] = v;
-    else
-        ((float *)t->data)[i] = (float)v;
-}
-
-static ld_status require_float(ld_kernel_ctx *ctx, const ld_tensor *t, const char *what)
-{
-    if (t->dtype == LD_DTYPE_FLOAT32 || t->dtype == LD_DTYPE_FLOAT64)
-        return LD_OK;
-    return ld_kernel_fail(ctx, LD_ERR_UNSUPPORTED, "%s: dtype %s is not supported", what,
-                          ld_dtype_name(t->dtype));
-}
-
-/* Requires inputs [0, n_required) and checks that every present input is float. */
-static ld_status require_float_inputs(ld_kernel_ctx *ctx, int n_required)
-{
-    static const char *const names[] = {"input 0", "input 1", "input 2", "input 3", "input 4"};
-    for (int i = 0; i < ctx->n_inputs && i < 5; i++) {
-        ld_status st = i < n_required ? ld_krequire(ctx, i) : LD_OK;
-        if (st == LD_OK && ctx->inputs[i])
-            st = require_float(ctx, ctx->inputs[i], names[i]);
-        if (st != LD_OK)
-            return st;
-    }
-    return n_required > ctx->n_inputs ? ld_krequire(ctx, n_required - 1) : LD_OK;
 }
 
 static ld_status check_count(ld_kernel_ctx *ctx, int i, const char *name, int64_t want)
@@ -197,16 +153,6 @@ static ld_status bn_init(ld_kernel_ctx *ctx)
         return ld_kernel_fail(ctx, LD_ERR_INPUT, "running_mean/running_var outputs require "
                               "training_mode = 1");
     return LD_OK;
-}
-
-/* Channels C and elements per (n, c) S of X (N, C, D1..Dn); rank 1 is (N). */
-static void bn_layout(const ld_tensor *x, int64_t *N, int64_t *C, int64_t *S)
-{
-    *N = x->shape.rank ? x->shape.dims[0] : 1;
-    *C = x->shape.rank >= 2 ? x->shape.dims[1] : 1;
-    *S = 1;
-    for (int d = 2; d < x->shape.rank; d++)
-        *S *= x->shape.dims[d];
 }
 
 static ld_status bn_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
@@ -535,306 +481,6 @@ out:
     return st;
 }
 
-/* --- LRN ----------------------------------------------------------------------------------- */
-
-static ld_status lrn_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
-{
-    ld_status st = require_float_inputs(ctx, 1);
-    if (st != LD_OK)
-        return st;
-    int64_t size;
-    st = ld_node_attr_int(ctx->node, "size", 0, &size, ctx->err);
-    if (st != LD_OK)
-        return st;
-    if (size <= 0)
-        return ld_kernel_fail(ctx, LD_ERR_INPUT, "attribute 'size' must be given and positive");
-    if (ctx->inputs[0]->shape.rank < 2)
-        return ld_kernel_fail(ctx, LD_ERR_INPUT, "input must be (N, C, D1, ...), got rank %d",
-                              ctx->inputs[0]->shape.rank);
-    return ld_infer_like_input0(ctx, outs);
-}
-
-/* sq = sum over the window, in channel order, of x^2 (multiply-add steps);
- * y = x / pow(V(bias + V(k * sq)), beta). sq: scratch of S floats. */
-static void lrn_reduced(const ld_accum *ac, const float *x, float *y, int64_t N, int64_t C,
-                        int64_t S, int64_t before, int64_t after, float k, float bias,
-                        float beta, float *sq)
-{
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t c = 0; c < C; c++) {
-            int64_t lo = c - before < 0 ? 0 : c - before;
-            int64_t hi = c + after > C - 1 ? C - 1 : c + after;
-            for (int64_t s = 0; s < S; s++)
-                sq[s] = 0.0f;
-            for (int64_t i = lo; i <= hi; i++)
-                for (int64_t s = 0; s < S; s++) {
-                    float v = x[(n * C + i) * S + s];
-                    sq[s] = ld_accum_fma(ac, sq[s], v, v);
-                }
-            for (int64_t s = 0; s < S; s++) {
-                int64_t e = (n * C + c) * S + s;
-                y[e] = x[e] / powf(V(ac, bias + V(ac, k * sq[s])), beta);
-            }
-        }
-}
-
-/* y[n, c, s] = x / (bias + alpha / size * sum_{i in window(c)} x[n, i, s]^2)^beta */
-static ld_status lrn_compute(ld_kernel_ctx *ctx)
-{
-    const ld_tensor *x = ctx->inputs[0];
-    ld_tensor *y = ctx->outputs[0];
-    int64_t size;
-    float alpha, beta, bias;
-    ld_status st = ld_node_attr_int(ctx->node, "size", 0, &size, ctx->err);
-    if (st == LD_OK)
-        st = ld_node_attr_float(ctx->node, "alpha", 1e-4f, &alpha, ctx->err);
-    if (st == LD_OK)
-        st = ld_node_attr_float(ctx->node, "beta", 0.75f, &beta, ctx->err);
-    if (st == LD_OK)
-        st = ld_node_attr_float(ctx->node, "bias", 1.0f, &bias, ctx->err);
-    if (st != LD_OK)
-        return st;
-    int64_t N, C, S;
-    bn_layout(x, &N, &C, &S);
-    double *sq = malloc((size_t)(S ? S : 1) * sizeof *sq);
-    if (!sq)
-        return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
-    int64_t before = (size - 1) / 2, after = size / 2; /* floor and ceil of (size-1)/2 */
-    double k = (double)alpha / (double)size;
-    ld_accum ac = accum_of(ctx, x);
-    if (ac.reduced) {
-        lrn_reduced(&ac, x->data, y->data, N, C, S, before, after, (float)k, bias, beta,
-                    (float *)sq);
-        free(sq);
-        return LD_OK;
-    }
-    for (int64_t n = 0; n < N; n++) {
-        for (int64_t c = 0; c < C; c++) {
-            int64_t lo = c - before < 0 ? 0 : c - before;
-            int64_t hi = c + after > C - 1 ? C - 1 : c + after;
-            memset(sq, 0, (size_t)S * sizeof *sq);
-            for (int64_t i = lo; i <= hi; i++)
-                for (int64_t s = 0; s < S; s++) {
-                    double v = at(x, (n * C + i) * S + s);
-                    sq[s] += v * v;
-                }
-            for (int64_t s = 0; s < S; s++) {
-                int64_t e = (n * C + c) * S + s;
-                put(y, e, at(x, e) / pow((double)bias + k * sq[s], (double)beta));
-            }
-        }
-    }
-    free(sq);
-    return LD_OK;
-}
-
-/* --- LpNormalization ----------------------------------------------------------------------- */
-
-static ld_status lp_params(ld_kernel_ctx *ctx, int64_t *p, int64_t *outer, int64_t *n,
-                           int64_t *inner)
-{
-    const ld_shape *sh = &ctx->inputs[0]->shape;
-    int64_t a;
-    int axis = 0;
-    ld_status st = ld_node_attr_int(ctx->node, "p", 2, p, ctx->err);
-    if (st == LD_OK)
-        st = ld_node_attr_int(ctx->node, "axis", -1, &a, ctx->err);
-    if (st != LD_OK)
-        return st;
-    if (*p != 1 && *p != 2)
-        return ld_kernel_fail(ctx, LD_ERR_INPUT, "p must be 1 or 2, got %lld", (long long)*p);
-    if (sh->rank == 0)
-        return ld_kernel_fail(ctx, LD_ERR_INPUT, "input must have rank >= 1");
-    st = ld_normalize_axis(ctx, a, sh->rank, &axis);
-    if (st != LD_OK)
-        return st;
-    *outer = *n = *inner = 1;
-    for (int d = 0; d < sh->rank; d++)
-        *(d < axis ? outer : d == axis ? n : inner) *= sh->dims[d];
-    return LD_OK;
-}
-
-static ld_status lp_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
-{
-    ld_status st = require_float_inputs(ctx, 1);
-    int64_t p, outer, n, inner;
-    if (st == LD_OK)
-        st = lp_params(ctx, &p, &outer, &n, &inner);
-    return st != LD_OK ? st : ld_infer_like_input0(ctx, outs);
-}
-
-/* norm = sum |x| (p = 1) or V(sqrt(sum x^2)) (p = 2, multiply-add steps),
- * in axis order; y = x / norm (0 for a zero norm). */
-static void lp_reduced(const ld_accum *ac, const float *x, float *y, int64_t p, int64_t outer,
-                       int64_t n, int64_t inner)
-{
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t i = 0; i < inner; i++) {
-            const float *xv = x + o * n * inner + i;
-            float *yv = y + o * n * inner + i;
-            float norm = 0.0f;
-            for (int64_t k = 0; k < n; k++)
-                norm = p == 1 ? ld_accum_add(ac, norm, fabsf(xv[k * inner]))
-                              : ld_accum_fma(ac, norm, xv[k * inner], xv[k * inner]);
-            if (p == 2)
-                norm = V(ac, sqrtf(norm));
-            for (int64_t k = 0; k < n; k++)
-                yv[k * inner] = norm == 0 ? 0.0f : xv[k * inner] / norm;
-        }
-}
-
-/* y = x / ||x||_p along the axis; an all-zero vector stays zero. */
-static ld_status lp_compute(ld_kernel_ctx *ctx)
-{
-    const ld_tensor *x = ctx->inputs[0];
-    ld_tensor *y = ctx->outputs[0];
-    int64_t p, outer, n, inner;
-    ld_status st = lp_params(ctx, &p, &outer, &n, &inner);
-    if (st != LD_OK)
-        return st;
-    ld_accum ac = accum_of(ctx, x);
-    if (ac.reduced) {
-        lp_reduced(&ac, x->data, y->data, p, outer, n, inner);
-        return LD_OK;
-    }
-    for (int64_t o = 0; o < outer; o++) {
-        for (int64_t i = 0; i < inner; i++) {
-            int64_t base = o * n * inner + i;
-            double norm = 0;
-            for (int64_t k = 0; k < n; k++) {
-                double v = at(x, base + k * inner);
-                norm += p == 1 ? fabs(v) : v * v;
-            }
-            if (p == 2)
-                norm = sqrt(norm);
-            for (int64_t k = 0; k < n; k++)
-                put(y, base + k * inner, norm == 0 ? 0.0 : at(x, base + k * inner) / norm);
-        }
-    }
-    return LD_OK;
-}
-
-/* --- MeanVarianceNormalization ------------------------------------------------------------- */
-
-/* y = (x - mean) / (sqrt(var) + 1e-9) over `axes` (default 0, 2, 3), as the
- * ONNX function body (with the variance from two passes). */
-static ld_status mvn_plan(ld_kernel_ctx *ctx, ld_reduce_plan *plan)
-{
-    static const int64_t default_axes[] = {0, 2, 3};
-    const ld_shape *sh = &ctx->inputs[0]->shape;
-    const int64_t *axes;
-    size_t n;
-    ld_status st = ld_node_attr_ints(ctx->node, "axes", &axes, &n, ctx->err);
-    if (st != LD_OK)
-        return st;
-    if (!ld_node_attr(ctx->node, "axes")) {
-        axes = default_axes;
-        n = 3;
-    }
-    bool reduced[LD_MAX_RANK] = {false};
-    for (size_t i = 0; i < n; i++) {
-        int a = 0;
-        st = ld_normalize_axis(ctx, axes[i], sh->rank, &a);
-        if (st != LD_OK)
-            return st;
-        reduced[a] = true;
-    }
-    ld_reduce_plan_init(plan, sh, reduced);
-    return LD_OK;
-}
-
-static ld_status mvn_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
-{
-    ld_reduce_plan plan;
-    ld_status st = require_float_inputs(ctx, 1);
-    if (st == LD_OK)
-        st = mvn_plan(ctx, &plan);
-    return st != LD_OK ? st : ld_infer_like_input0(ctx, outs);
-}
-
-/* pass 0: sums -> means; pass 1: squared deviations -> scale; pass 2: output. */
-static void mvn_pass(int pass, const ld_reduce_plan *plan, const ld_tensor *x, ld_tensor *y,
-                     double *mean, double *scale)
-{
-    ld_reduce_rows it;
-    ld_reduce_rows_init(&it, plan);
-    while (ld_reduce_rows_next(&it)) {
-        for (int64_t i = 0; i < it.row_len; i++) {
-            int64_t o = it.out_off + (it.row_reduced ? 0 : i), e = it.in_off + i;
-            double v = at(x, e);
-            if (pass == 0)
-                mean[o] += v;
-            else if (pass == 1)
-                scale[o] += (v - mean[o]) * (v - mean[o]);
-            else
-                put(y, e, (v - mean[o]) * scale[o]);
-        }
-    }
-}
-
-/* The three passes of mvn_pass in float: mean = V(sum x / g), d = V(x - mean),
- * scale = V(1 / V(V(sqrt(V(sum d^2 / g))) + 1e-9)), y = d * scale. */
-static void mvn_pass_reduced(const ld_accum *ac, int pass, const ld_reduce_plan *plan,
-                             const float *x, float *y, float *mean, float *scale)
-{
-    ld_reduce_rows it;
-    ld_reduce_rows_init(&it, plan);
-    while (ld_reduce_rows_next(&it)) {
-        for (int64_t i = 0; i < it.row_len; i++) {
-            int64_t o = it.out_off + (it.row_reduced ? 0 : i), e = it.in_off + i;
-            if (pass == 0) {
-                mean[o] = ld_accum_add(ac, mean[o], x[e]);
-                continue;
-            }
-            float d = V(ac, x[e] - mean[o]);
-            if (pass == 1)
-                scale[o] = ld_accum_fma(ac, scale[o], d, d);
-            else
-                y[e] = d * scale[o];
-        }
-    }
-}
-
-static void mvn_reduced(const ld_accum *ac, const ld_reduce_plan *plan, const float *x,
-                        float *y, float *mean)
-{
-    float *scale = mean + plan->out_count, g = (float)plan->group;
-    mvn_pass_reduced(ac, 0, plan, x, NULL, mean, scale);
-    for (int64_t o = 0; o < plan->out_count; o++)
-        mean[o] = V(ac, mean[o] / g);
-    mvn_pass_reduced(ac, 1, plan, x, NULL, mean, scale);
-    for (int64_t o = 0; o < plan->out_count; o++)
-        scale[o] = V(ac, 1.0f / V(ac, V(ac, sqrtf(V(ac, scale[o] / g))) + 1e-9f));
-    mvn_pass_reduced(ac, 2, plan, x, y, mean, scale);
-}
-
-static ld_status mvn_compute(ld_kernel_ctx *ctx)
-{
-    ld_reduce_plan plan;
-    ld_status st = mvn_plan(ctx, &plan);
-    if (st != LD_OK || plan.in_count == 0)
-        return st;
-    double *mean = calloc((size_t)plan.out_count * 2, sizeof *mean);
-    if (!mean)
-        return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
-    ld_accum ac = accum_of(ctx, ctx->inputs[0]);
-    if (ac.reduced) { /* 2 * out_count floats of zero fit in the zeroed doubles */
-        mvn_reduced(&ac, &plan, ctx->inputs[0]->data, ctx->outputs[0]->data, (float *)mean);
-        free(mean);
-        return LD_OK;
-    }
-    double *scale = mean + plan.out_count, g = (double)plan.group;
-    mvn_pass(0, &plan, ctx->inputs[0], NULL, mean, scale);
-    for (int64_t o = 0; o < plan.out_count; o++)
-        mean[o] /= g;
-    mvn_pass(1, &plan, ctx->inputs[0], NULL, mean, scale);
-    for (int64_t o = 0; o < plan.out_count; o++)
-        scale[o] = 1.0 / (sqrt(scale[o] / g) + 1e-9);
-    mvn_pass(2, &plan, ctx->inputs[0], ctx->outputs[0], mean, scale);
-    free(mean);
-    return LD_OK;
-}
-
 #define NORM_ROW(name, since, init, infer, compute, fini) \
     {"", name, since, LD_KERNEL_WIDEN_HALF, init, infer, compute, fini}
 
@@ -842,10 +488,10 @@ static const ld_kernel normalization_kernels[] = {
     NORM_ROW("BatchNormalization", 1, bn_init, bn_infer, bn_compute, norm_fini),
     NORM_ROW("BatchNormalization", 14, bn_init, bn_infer, bn_compute, norm_fini),
     NORM_ROW("InstanceNormalization", 1, NULL, in_infer, in_compute, NULL),
-    NORM_ROW("LRN", 1, NULL, lrn_infer, lrn_compute, NULL),
+    NORM_ROW("LRN", 1, NULL, ld_lrn_infer, ld_lrn_compute, NULL),
     NORM_ROW("LayerNormalization", 17, NULL, ln_infer, ln_compute, NULL),
-    NORM_ROW("LpNormalization", 1, NULL, lp_infer, lp_compute, NULL),
-    NORM_ROW("MeanVarianceNormalization", 9, NULL, mvn_infer, mvn_compute, NULL),
+    NORM_ROW("LpNormalization", 1, NULL, ld_lp_infer, ld_lp_compute, NULL),
+    NORM_ROW("MeanVarianceNormalization", 9, NULL, ld_mvn_infer, ld_mvn_compute, NULL),
 };
 
 LD_KERNEL_FAMILY(normalization);
