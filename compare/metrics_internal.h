@@ -172,15 +172,30 @@ typedef struct cmp_pairs {
 void cmp_pairs_reserve_block(cmp_pairs *pairs, int64_t m, float **r, float **t);
 void cmp_pairs_block_done(cmp_pairs *pairs, int64_t kept);
 
-/* The AVX-512 kernel (metrics_fast.c) for blocks held as float32. */
+/* The vector kernels for blocks held as float32 (metrics_fast.c picks one:
+ * metrics_fast_avx512.c, metrics_fast_avx2.c), best first. */
+typedef enum cmp_level {
+    CMP_LEVEL_PORTABLE = 0, /* no vector kernel: cmp_block_double for everything */
+    CMP_LEVEL_AVX2,         /* AVX2 + FMA + F16C + BMI2 + POPCNT, 256-bit vectors */
+    CMP_LEVEL_AVX512,       /* AVX-512 F/DQ/VL/BW */
+} cmp_level;
+/* The kernel in use: the best the CPU has, capped by cmp_force_level, or
+ * portable with LAYERDIFF_NO_SIMD=1 (anything but "" and "0") in the environment. */
+cmp_level cmp_fast_level(void);
+/* The best level the CPU supports, whatever is forced. */
+cmp_level cmp_cpu_level(void);
+/* Whether a vector kernel is in use (cmp_fast_level() > portable). */
 bool cmp_fast_available(void);
-/* Tests: force the portable kernels (also LAYERDIFF_NO_SIMD=1 in the environment). */
+/* Tests: cap the level (at most the CPU's: a higher one is taken as the
+ * CPU's); -1 goes back to the default (the environment decides). */
+void cmp_force_level(int level);
+/* Tests: force the portable kernels (on) or go back to the default (off). */
 void cmp_force_portable(bool on);
 /* Tests: how many comparisons with this scratch recomputed their errors
  * because an interval missed. */
 int64_t cmp_scratch_recomputed(const ld_compare_scratch *s);
-/* Whether the AVX-512 kernel can judge with these parameters (the CPU has
- * it, float tensors, finite tolerances >= 0). */
+/* Whether a vector kernel can judge with these parameters (the CPU has
+ * one, float tensors, finite tolerances >= 0). */
 bool cmp_fast_usable(const cmp_params *p);
 /* Judges the block like cmp_block_double and returns true, unless a value
  * is NaN or infinite: then it returns false having changed nothing in acc,
@@ -195,6 +210,66 @@ bool cmp_block_float_fast(const cmp_params *p, const float *r, const float *t, i
 /* After the last block: each measure's errors of the kept pairs, the ones
  * inside its intervals added to q[k] (cand, in_iv). */
 void cmp_fast_expand(const cmp_params *p, const cmp_pairs *pairs, qsel *q);
+
+/* ---- inside the vector kernels (metrics_fast*.c) ---- */
+
+/* What one kernel call judges and where its by-products go. */
+typedef struct cmp_kernel_args {
+    const cmp_params *p;
+    const float *r, *t;
+    int m16;                                    /* elements, a multiple of 16 */
+    double *store[CMP_MEASURES];                /* store mode: every error */
+    int32_t lo[CMP_MEASURES][QSEL_MAX_RANKS];   /* feed mode: interval bounds (pads */
+    int32_t hi[CMP_MEASURES][QSEL_MAX_RANKS];   /* have lo > every key > hi) */
+    const qsel *q;                              /* feed mode: the narrow maps */
+    float *kept_r, *kept_t;                     /* feed mode: pairs inside an interval
+                                                   (room for m16 + 16 each) */
+} cmp_kernel_args;
+
+/* What the block adds up to (committed by metrics_fast.c if it was finite). */
+typedef struct cmp_kernel_result {
+    double sum[CMP_MEASURES], dd, r1, r2, t1, t2;
+    double max[CMP_MEASURES];
+    float r_min, r_max, t_min, t_max;
+    uint32_t min_abs;  /* the smallest |r| or |t|, as bits */
+    int64_t equal;     /* pairs with t == r: every error exactly 0 */
+    bool maybe_fail;   /* some element may fail: count_failures recounts */
+    int64_t kept;
+    int64_t ge[CMP_MEASURES][QSEL_MAX_RANKS];
+} cmp_kernel_result;
+
+typedef void (*cmp_kernel_fn)(const cmp_kernel_args *, cmp_kernel_result *);
+typedef void (*cmp_expand_fn)(const cmp_params *, const float *, const float *, int64_t, qsel *);
+
+/* One instruction set's kernels; metrics_fast.c drives them alike. */
+typedef struct cmp_fast_ops {
+    cmp_kernel_fn store[2][2];         /* [allclose][shifted]: every error to A->store */
+    cmp_kernel_fn feed[2][2][2][2];    /* [allclose][shifted][ulp has an interval]
+                                          [abs or rel has 5]: errors to the intervals */
+    /* the exact counts of a block of m16 finite pairs that the kernel only
+       flags (zeros, subnormals, tiny references, overflows, underflows; the
+       failures), as cmp_block_double counts them */
+    void (*count_specials)(const cmp_params *p, const float *r, const float *t, int m16,
+                           bool ref_side, bool test_side, cmp_acc *acc);
+    void (*count_failures)(const cmp_params *p, const float *r, const float *t, int m16,
+                           int64_t base, cmp_acc *acc);
+    /* the first index whose error of measure k is x, computed as the kernel does */
+    int64_t (*find_first)(const cmp_params *p, const float *r, const float *t, int m16, int k,
+                          double x);
+    /* the kept pairs' errors into the intervals (n a multiple of 16): [ulp has
+       an interval][abs or rel has 5] */
+    cmp_expand_fn expand[2][2];
+} cmp_fast_ops;
+
+extern const cmp_fast_ops cmp_fast_avx512_ops; /* metrics_fast_avx512.c */
+extern const cmp_fast_ops cmp_fast_avx2_ops;   /* metrics_fast_avx2.c */
+
+/* A float32 no larger than x(1 - 2^-21) (x >= 0; FLT_MAX for anything
+ * above it): the bounds the kernels screen the verdict with. */
+float cmp_screen_bound(double x);
+
+/* The AVX2 Σrt, Σr², Σt² (cmp_similarity_float_fast's, metrics_fast_avx2.c). */
+void cmp_similarity_float_avx2(const float *r, const float *t, int m, cmp_acc *acc);
 
 /* Interval half-width in standard deviations of the sample rank (4).
  * Tests set it negative to force every interval to miss. */

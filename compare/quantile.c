@@ -493,7 +493,7 @@ SEL_TARGET static void count_inside_avx512(const qsel *q, const double *sample, 
 
 static void count_inside(const qsel *q, const double *sample, int64_t s, int64_t *inside)
 {
-    if (cmp_fast_available()) {
+    if (cmp_fast_level() == CMP_LEVEL_AVX512) {
         count_inside_avx512(q, sample, s, inside);
         return;
     }
@@ -579,7 +579,7 @@ void qsel_plan(qsel *q, double *sample, int64_t s, int64_t n, const int64_t *ran
     /* the keys at those places: the key is monotone in the error, so the
        key of the j-th smallest error is the j-th smallest key */
     double value[2 * QSEL_MAX_RANKS];
-    if (tmp && cmp_fast_available() && s > FR_SMALL) {
+    if (tmp && cmp_fast_level() == CMP_LEVEL_AVX512 && s > FR_SMALL) {
         select_many(sample, s, at, n_at / 2, tmp, value);
         select_many(sample, s, at + n_at / 2, n_at - n_at / 2, tmp, value + n_at / 2);
     } else {
@@ -675,7 +675,7 @@ bool qsel_answer(qsel *q, int64_t n, int64_t zeros, int64_t infs, double *tmp, d
 
 void qsel_select_fast(double *v, int64_t m, const int64_t *ranks, int k, double *tmp, double *out)
 {
-    if (!tmp || !cmp_fast_available() || m <= FR_SMALL || k > QSEL_MAX_RANKS)
+    if (!tmp || cmp_fast_level() != CMP_LEVEL_AVX512 || m <= FR_SMALL || k > QSEL_MAX_RANKS)
         qsel_select(v, m, ranks, k, out);
     else if (k == 1)
         out[0] = select_in_place(v, m, ranks[0], tmp);
