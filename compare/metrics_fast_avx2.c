@@ -10,8 +10,8 @@
  *  - no mask registers: compares give lane masks, counted by subtracting
  *    them from per-lane counters (reduced once per block) or by movemask
  *    and popcount;
- *  - no compress: the kept pairs are gathered by vpermps with indices made
- *    from the 8-bit mask by pdep/pext (fast on Zen 3 and Intel);
+ *  - no compress: the kept pairs are gathered by vpermps with indices looked
+ *    up by the 8-bit mask (keep_index, pack4);
  *  - no embedded rounding: the verdict's float32 screen (screen_failures)
  *    rounds to nearest and compares with >=, proven below to flag every
  *    failing element as the AVX-512 kernel's rounded-down bound does;
@@ -82,12 +82,27 @@ TARGET static INLINE __m256i keys8(__m256d lo, __m256d hi)
         _mm256_shuffle_ps(_mm256_castpd_ps(lo), _mm256_castpd_ps(hi), _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-/* Indices that gather the lanes of an 8-bit mask to the front, for vpermps. */
-TARGET static INLINE __m256i compress_index(unsigned mask)
+/* keep_index[m]: the byte indices (vpmovzxbd, vpermps) that gather the
+ * elements of key-order mask m (keys8) to the front, in element order: one
+ * load in the pass (a chain of pdep, multiply and pext was slower). Filled
+ * at load time (a constructor: no race between threads comparing at once). */
+static uint64_t keep_index[256];
+
+__attribute__((constructor)) static void keep_index_init(void)
 {
-    uint64_t bytes = _pdep_u64(mask, 0x0101010101010101ull) * 0xff;
-    uint64_t wanted = _pext_u64(0x0706050403020100ull, bytes);
-    return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)wanted));
+    for (unsigned m = 0; m < 256; m++) {
+        unsigned e = elem_order(m), n = 0;
+        uint64_t idx = 0;
+        for (unsigned lane = 0; lane < 8; lane++)
+            if (e >> lane & 1u)
+                idx |= (uint64_t)lane << (8 * n++);
+        keep_index[m] = idx;
+    }
+}
+
+TARGET static INLINE __m256i keep_lanes(unsigned key_mask)
+{
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&keep_index[key_mask]));
 }
 
 /* The narrow keys of a measure (qsel_key_of) before saturation. */
@@ -132,48 +147,6 @@ TARGET static INLINE __m256i bounds_both(int32_t abs_bound, int32_t rel_bound)
 }
 
 /* ---- the kernel ---- */
-
-typedef struct sums {
-    __m256d abs, rel, ulp, dd, r1, r2, t1, t2, max_abs, max_rel, max_ulp;
-} sums;
-
-typedef struct consts {
-    __m256d r_shift, t_shift;
-    ulp_consts u;
-} consts;
-
-typedef struct half_err {
-    __m256d abs, rel, ulp;
-} half_err;
-
-/* 4 elements in double: errors, sums, maxima. */
-TARGET static INLINE void half4(const consts *c, const float *r, const float *t,
-                                const bool shifted, sums *s, half_err *e)
-{
-    __m256d rd = _mm256_cvtps_pd(_mm_loadu_ps(r)), td = _mm256_cvtps_pd(_mm_loadu_ps(t));
-    __m256d diff = _mm256_sub_pd(td, rd);
-    __m256d a = abs_pd(diff), ar = abs_pd(rd);
-    __m256d rel = rel_error(a, ar);
-    __m256d ulp = ulp_error(&c->u, rd, a);
-    s->abs = _mm256_add_pd(s->abs, a);
-    s->rel = _mm256_add_pd(s->rel, rel);
-    s->ulp = _mm256_add_pd(s->ulp, ulp);
-    s->max_abs = _mm256_max_pd(s->max_abs, a);
-    s->max_rel = _mm256_max_pd(s->max_rel, rel);
-    s->max_ulp = _mm256_max_pd(s->max_ulp, ulp);
-    s->dd = _mm256_fmadd_pd(diff, diff, s->dd);
-    if (shifted) {
-        rd = _mm256_sub_pd(rd, c->r_shift);
-        td = _mm256_sub_pd(td, c->t_shift);
-    }
-    s->r1 = _mm256_add_pd(s->r1, rd);
-    s->r2 = _mm256_fmadd_pd(rd, rd, s->r2);
-    s->t1 = _mm256_add_pd(s->t1, td);
-    s->t2 = _mm256_fmadd_pd(td, td, s->t2);
-    e->abs = a;
-    e->rel = rel;
-    e->ulp = ulp;
-}
 
 /* Which of 8 elements may fail (all bits of a lane), judged in float32 with
  * bounds that can only flag too many; a flagged block is recounted exactly
@@ -280,53 +253,33 @@ TARGET static INLINE uint32_t reduce_min_epu32(__m256i v)
     return (uint32_t)_mm_cvtsi128_si32(x);
 }
 
-/* The whole block; the flags and counts are constants in each
- * instantiation. nv: intervals of abs and of rel (padded), nu: of ulp. */
-TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
-                                 const bool store, const bool shifted, const bool allclose,
-                                 const int nv, const int nu)
+/* The pass over a block runs in chunks of CHUNK elements, each in three
+ * loops: AVX2 has 16 vector registers, and one loop holding the AVX-512
+ * kernel's 18 accumulators, its constants and the interval counters kept
+ * about a third of its instructions busy spilling and reloading them. The
+ * chunk stays in L1 between the loops; the keys go through a small buffer. */
+enum { CHUNK = 512 };
+_Static_assert(CMP_BLOCK % CHUNK == 0 && CHUNK % 8 == 0, "chunks of whole steps");
+
+/* Loop 1, float32 and the side sums: min, max, smallest |x|, exact
+ * matches, the screened verdict; Σ(x - c) and Σ(x - c)². */
+typedef struct side_state {
+    __m256 r_min, r_max, t_min, t_max, fail;
+    __m256i min_abs, equal;
+    __m256d r1, r2, t1, t2;
+} side_state;
+
+TARGET static INLINE void loop_sides(const cmp_params *p, const float *r, const float *t, int n,
+                                     float ta_bound, float rt_bound, side_state *st,
+                                     const bool shifted, const bool allclose)
 {
-    const cmp_params *p = A->p;
-    const float *r = A->r, *t = A->t;
-    consts c = {
-        .r_shift = _mm256_set1_pd(p->ref_shift), .t_shift = _mm256_set1_pd(p->test_shift),
-        .u = ulp_setup(p),
-    };
-    const __m256 ta = _mm256_set1_ps(cmp_screen_bound(p->atol));
-    const __m256 rt = _mm256_set1_ps(cmp_screen_bound(p->rtol));
-    const __m256d zero = _mm256_setzero_pd();
-    sums s;
-    s.abs = s.rel = s.ulp = s.dd = s.r1 = s.r2 = s.t1 = s.t2 = zero;
-    s.max_abs = s.max_rel = s.max_ulp = _mm256_set1_pd(-1.0);
-    __m256 fail = _mm256_setzero_ps();
-    __m256i equal = _mm256_setzero_si256();
+    const __m256 ta = _mm256_set1_ps(ta_bound), rt = _mm256_set1_ps(rt_bound);
     const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
-    __m256 r_min = _mm256_set1_ps(INFINITY), r_max = _mm256_set1_ps(-INFINITY);
-    __m256 t_min = r_min, t_max = r_max;
-    __m256i min_abs = _mm256_set1_epi32(-1);
-    float *kept_r = A->kept_r, *kept_t = A->kept_t;
-    narrow_map map_abs, map_rel;
-    __m256i lo2[QSEL_MAX_RANKS], hi2[QSEL_MAX_RANKS]; /* abs | rel bounds, 16-bit */
-    __m256i below2[QSEL_MAX_RANKS];                   /* abs | rel counts per lane */
-    __m256i lo_u[QSEL_MAX_RANKS], hi_u[QSEL_MAX_RANKS], below_u[QSEL_MAX_RANKS];
-    for (int v = 0; v < nv; v++)
-        below2[v] = _mm256_setzero_si256();
-    for (int v = 0; v < nu; v++)
-        below_u[v] = _mm256_setzero_si256();
-    if (nv + nu > 0) {
-        map_abs = narrow_setup(&A->q[CMP_ABS]);
-        map_rel = narrow_setup(&A->q[CMP_REL]);
-        for (int v = 0; v < nv; v++) {
-            lo2[v] = bounds_both(A->lo[CMP_ABS][v], A->lo[CMP_REL][v]);
-            hi2[v] = bounds_both(A->hi[CMP_ABS][v], A->hi[CMP_REL][v]);
-        }
-        for (int v = 0; v < nu; v++) {
-            lo_u[v] = _mm256_set1_epi32((int)A->lo[CMP_ULP][v]);
-            hi_u[v] = _mm256_set1_epi32((int)A->hi[CMP_ULP][v]);
-        }
-    }
-    for (int i = 0; i < A->m16; i += 8) {
-        /* 4 KiB ahead, as the AVX-512 kernel: the hardware's prefetch falls behind */
+    const __m256d r_shift = _mm256_set1_pd(p->ref_shift), t_shift = _mm256_set1_pd(p->test_shift);
+    side_state s = *st;
+    for (int i = 0; i < n; i += 8) {
+        /* 4 KiB ahead, as the AVX-512 kernel: the hardware's prefetch falls
+           behind; a line (16 floats) every other step */
         if (!(i & 8)) {
             _mm_prefetch((const char *)(r + i + 1024), _MM_HINT_T0);
             _mm_prefetch((const char *)(t + i + 1024), _MM_HINT_T0);
@@ -336,72 +289,210 @@ TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
         __m256i tb = _mm256_and_si256(_mm256_castps_si256(tf), abs_mask);
         __m256 af = _mm256_castsi256_ps(
             _mm256_and_si256(_mm256_castps_si256(_mm256_sub_ps(tf, rf)), abs_mask));
-        min_abs = _mm256_min_epu32(min_abs, _mm256_min_epu32(rb, tb));
-        equal = _mm256_sub_epi32(equal,
-                                 _mm256_castps_si256(_mm256_cmp_ps(rf, tf, _CMP_EQ_OQ)));
-        fail = _mm256_or_ps(fail,
-                            screen_failures(af, _mm256_castsi256_ps(rb), ta, rt, allclose));
-        r_min = _mm256_min_ps(r_min, rf);
-        r_max = _mm256_max_ps(r_max, rf);
-        t_min = _mm256_min_ps(t_min, tf);
-        t_max = _mm256_max_ps(t_max, tf);
-        half_err lo, hi;
-        half4(&c, r + i, t + i, shifted, &s, &lo);
-        half4(&c, r + i + 4, t + i + 4, shifted, &s, &hi);
-        if (store) {
-            _mm256_storeu_pd(A->store[CMP_ABS] + i, lo.abs);
-            _mm256_storeu_pd(A->store[CMP_ABS] + i + 4, hi.abs);
-            _mm256_storeu_pd(A->store[CMP_REL] + i, lo.rel);
-            _mm256_storeu_pd(A->store[CMP_REL] + i + 4, hi.rel);
-            _mm256_storeu_pd(A->store[CMP_ULP] + i, lo.ulp);
-            _mm256_storeu_pd(A->store[CMP_ULP] + i + 4, hi.ulp);
-        }
-        if (nv + nu > 0) {
-            unsigned in = 0;
-            if (nv > 0)
-                in |= intervals_both(lo2, hi2, nv,
-                                     narrow_both(&map_abs, &map_rel, keys8(lo.abs, hi.abs),
-                                                 keys8(lo.rel, hi.rel)),
-                                     below2);
-            if (nu > 0)
-                in |= intervals32(lo_u, hi_u, nu, keys8(lo.ulp, hi.ulp), below_u);
-            __m256i idx = compress_index(elem_order(in));
-            _mm256_storeu_ps(kept_r, _mm256_permutevar8x32_ps(rf, idx));
-            _mm256_storeu_ps(kept_t, _mm256_permutevar8x32_ps(tf, idx));
-            kept_r += __builtin_popcount(in);
-            kept_t += __builtin_popcount(in);
+        s.min_abs = _mm256_min_epu32(s.min_abs, _mm256_min_epu32(rb, tb));
+        s.equal = _mm256_sub_epi32(s.equal,
+                                   _mm256_castps_si256(_mm256_cmp_ps(rf, tf, _CMP_EQ_OQ)));
+        s.fail = _mm256_or_ps(s.fail,
+                              screen_failures(af, _mm256_castsi256_ps(rb), ta, rt, allclose));
+        s.r_min = _mm256_min_ps(s.r_min, rf);
+        s.r_max = _mm256_max_ps(s.r_max, rf);
+        s.t_min = _mm256_min_ps(s.t_min, tf);
+        s.t_max = _mm256_max_ps(s.t_max, tf);
+        for (int h = 0; h < 8; h += 4) {
+            __m256d rd = _mm256_cvtps_pd(_mm_loadu_ps(r + i + h));
+            __m256d td = _mm256_cvtps_pd(_mm_loadu_ps(t + i + h));
+            if (shifted) {
+                rd = _mm256_sub_pd(rd, r_shift);
+                td = _mm256_sub_pd(td, t_shift);
+            }
+            s.r1 = _mm256_add_pd(s.r1, rd);
+            s.r2 = _mm256_fmadd_pd(rd, rd, s.r2);
+            s.t1 = _mm256_add_pd(s.t1, td);
+            s.t2 = _mm256_fmadd_pd(td, td, s.t2);
         }
     }
-    R->sum[CMP_ABS] = reduce_add(s.abs);
-    R->sum[CMP_REL] = reduce_add(s.rel);
-    R->sum[CMP_ULP] = reduce_add(s.ulp);
-    R->max[CMP_ABS] = reduce_max(s.max_abs);
-    R->max[CMP_REL] = reduce_max(s.max_rel);
-    R->max[CMP_ULP] = reduce_max(s.max_ulp);
-    R->dd = reduce_add(s.dd);
-    R->r1 = reduce_add(s.r1);
-    R->r2 = reduce_add(s.r2);
-    R->t1 = reduce_add(s.t1);
-    R->t2 = reduce_add(s.t2);
-    R->r_min = reduce_min_ps(r_min);
-    R->r_max = reduce_max_ps(r_max);
-    R->t_min = reduce_min_ps(t_min);
-    R->t_max = reduce_max_ps(t_max);
-    R->min_abs = reduce_min_epu32(min_abs);
-    R->equal = sum_epi32(equal);
-    R->maybe_fail = !_mm256_testz_ps(fail, fail);
-    R->kept = kept_r - A->kept_r;
+    *st = s;
+}
+
+/* Loop 2, the errors in double: their sums and maxima, Σ(t - r)², and
+ * either every error stored or the keys to keys (store false): per 8
+ * elements the abs and rel narrow keys (narrow_both), then the ulp keys. */
+typedef struct err_state {
+    __m256d abs, rel, ulp, dd, max_abs, max_rel, max_ulp;
+} err_state;
+
+/* 4 elements: their errors, added to the sums and maxima. */
+typedef struct err4 {
+    __m256d abs, rel, ulp;
+} err4;
+
+TARGET static INLINE err4 errors_step(const ulp_consts *u, const float *r, const float *t,
+                                      err_state *s)
+{
+    __m256d rd = _mm256_cvtps_pd(_mm_loadu_ps(r)), td = _mm256_cvtps_pd(_mm_loadu_ps(t));
+    __m256d diff = _mm256_sub_pd(td, rd);
+    err4 e;
+    e.abs = abs_pd(diff);
+    e.rel = rel_error(e.abs, abs_pd(rd));
+    e.ulp = ulp_error(u, rd, e.abs);
+    s->abs = _mm256_add_pd(s->abs, e.abs);
+    s->rel = _mm256_add_pd(s->rel, e.rel);
+    s->ulp = _mm256_add_pd(s->ulp, e.ulp);
+    s->max_abs = _mm256_max_pd(s->max_abs, e.abs);
+    s->max_rel = _mm256_max_pd(s->max_rel, e.rel);
+    s->max_ulp = _mm256_max_pd(s->max_ulp, e.ulp);
+    s->dd = _mm256_fmadd_pd(diff, diff, s->dd);
+    return e;
+}
+
+TARGET static INLINE void loop_errors(const cmp_params *p, const float *r, const float *t, int n,
+                                      err_state *st, double *const out[CMP_MEASURES],
+                                      const qsel *q, __m256i *keys, const bool store,
+                                      const bool feed)
+{
+    const ulp_consts u = ulp_setup(p);
+    narrow_map map_abs, map_rel;
+    if (feed) {
+        map_abs = narrow_setup(&q[CMP_ABS]);
+        map_rel = narrow_setup(&q[CMP_REL]);
+    }
+    err_state s = *st;
+    for (int i = 0; i < n; i += 8) {
+        err4 lo = errors_step(&u, r + i, t + i, &s);
+        err4 hi = errors_step(&u, r + i + 4, t + i + 4, &s);
+        if (store) {
+            _mm256_storeu_pd(out[CMP_ABS] + i, lo.abs);
+            _mm256_storeu_pd(out[CMP_ABS] + i + 4, hi.abs);
+            _mm256_storeu_pd(out[CMP_REL] + i, lo.rel);
+            _mm256_storeu_pd(out[CMP_REL] + i + 4, hi.rel);
+            _mm256_storeu_pd(out[CMP_ULP] + i, lo.ulp);
+            _mm256_storeu_pd(out[CMP_ULP] + i + 4, hi.ulp);
+        }
+        if (feed) {
+            _mm256_storeu_si256(keys + i / 4, narrow_both(&map_abs, &map_rel,
+                                                          keys8(lo.abs, hi.abs),
+                                                          keys8(lo.rel, hi.rel)));
+            _mm256_storeu_si256(keys + i / 4 + 1, keys8(lo.ulp, hi.ulp));
+        }
+    }
+    *st = s;
+}
+
+/* Loop 3, the keys against the intervals: per lane counts of the keys
+ * below each interval, and the (r, t) pairs inside any kept. */
+typedef struct iv_state {
+    __m256i below2[QSEL_MAX_RANKS], below_u[QSEL_MAX_RANKS];
+    float *kept_r, *kept_t;
+} iv_state;
+
+TARGET static INLINE void loop_intervals(const float *r, const float *t, int n,
+                                         const __m256i *keys, const __m256i *lo2,
+                                         const __m256i *hi2, const __m256i *lo_u,
+                                         const __m256i *hi_u, iv_state *st, const int nv,
+                                         const int nu)
+{
+    __m256i below2[QSEL_MAX_RANKS], below_u[QSEL_MAX_RANKS];
+    for (int v = 0; v < nv; v++)
+        below2[v] = st->below2[v];
+    for (int v = 0; v < nu; v++)
+        below_u[v] = st->below_u[v];
+    float *kept_r = st->kept_r, *kept_t = st->kept_t;
+    for (int i = 0; i < n; i += 8) {
+        unsigned in = 0;
+        if (nv > 0)
+            in |= intervals_both(lo2, hi2, nv, _mm256_loadu_si256(keys + i / 4), below2);
+        if (nu > 0)
+            in |= intervals32(lo_u, hi_u, nu, _mm256_loadu_si256(keys + i / 4 + 1), below_u);
+        __m256i idx = keep_lanes(in);
+        _mm256_storeu_ps(kept_r, _mm256_permutevar8x32_ps(_mm256_loadu_ps(r + i), idx));
+        _mm256_storeu_ps(kept_t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(t + i), idx));
+        kept_r += __builtin_popcount(in);
+        kept_t += __builtin_popcount(in);
+    }
+    for (int v = 0; v < nv; v++)
+        st->below2[v] = below2[v];
+    for (int v = 0; v < nu; v++)
+        st->below_u[v] = below_u[v];
+    st->kept_r = kept_r;
+    st->kept_t = kept_t;
+}
+
+/* The whole block; the flags and counts are constants in each
+ * instantiation. nv: intervals of abs and of rel (padded), nu: of ulp. */
+TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
+                                 const bool store, const bool shifted, const bool allclose,
+                                 const int nv, const int nu)
+{
+    const cmp_params *p = A->p;
+    const bool feed = nv + nu > 0;
+    const __m256d zero = _mm256_setzero_pd();
+    side_state ss = {
+        .r_min = _mm256_set1_ps(INFINITY), .r_max = _mm256_set1_ps(-INFINITY),
+        .t_min = _mm256_set1_ps(INFINITY), .t_max = _mm256_set1_ps(-INFINITY),
+        .fail = _mm256_setzero_ps(), .min_abs = _mm256_set1_epi32(-1),
+        .equal = _mm256_setzero_si256(), .r1 = zero, .r2 = zero, .t1 = zero, .t2 = zero,
+    };
+    err_state es = {zero, zero, zero, zero, _mm256_set1_pd(-1.0), _mm256_set1_pd(-1.0),
+                    _mm256_set1_pd(-1.0)};
+    const float ta_bound = cmp_screen_bound(p->atol), rt_bound = cmp_screen_bound(p->rtol);
+    iv_state is;
+    __m256i lo2[QSEL_MAX_RANKS], hi2[QSEL_MAX_RANKS]; /* abs | rel bounds, 16-bit */
+    __m256i lo_u[QSEL_MAX_RANKS], hi_u[QSEL_MAX_RANKS];
+    __m256i keys[CHUNK / 4];
+    for (int v = 0; v < nv; v++) {
+        lo2[v] = bounds_both(A->lo[CMP_ABS][v], A->lo[CMP_REL][v]);
+        hi2[v] = bounds_both(A->hi[CMP_ABS][v], A->hi[CMP_REL][v]);
+        is.below2[v] = _mm256_setzero_si256();
+    }
+    for (int v = 0; v < nu; v++) {
+        lo_u[v] = _mm256_set1_epi32((int)A->lo[CMP_ULP][v]);
+        hi_u[v] = _mm256_set1_epi32((int)A->hi[CMP_ULP][v]);
+        is.below_u[v] = _mm256_setzero_si256();
+    }
+    is.kept_r = A->kept_r;
+    is.kept_t = A->kept_t;
+    for (int c = 0; c < A->m16; c += CHUNK) {
+        int n = A->m16 - c < CHUNK ? A->m16 - c : CHUNK;
+        const float *r = A->r + c, *t = A->t + c;
+        loop_sides(p, r, t, n, ta_bound, rt_bound, &ss, shifted, allclose);
+        double *out[CMP_MEASURES];
+        for (int k = 0; k < CMP_MEASURES; k++)
+            out[k] = store ? A->store[k] + c : NULL;
+        loop_errors(p, r, t, n, &es, out, A->q, keys, store, feed);
+        if (feed)
+            loop_intervals(r, t, n, keys, lo2, hi2, lo_u, hi_u, &is, nv, nu);
+    }
+    R->sum[CMP_ABS] = reduce_add(es.abs);
+    R->sum[CMP_REL] = reduce_add(es.rel);
+    R->sum[CMP_ULP] = reduce_add(es.ulp);
+    R->max[CMP_ABS] = reduce_max(es.max_abs);
+    R->max[CMP_REL] = reduce_max(es.max_rel);
+    R->max[CMP_ULP] = reduce_max(es.max_ulp);
+    R->dd = reduce_add(es.dd);
+    R->r1 = reduce_add(ss.r1);
+    R->r2 = reduce_add(ss.r2);
+    R->t1 = reduce_add(ss.t1);
+    R->t2 = reduce_add(ss.t2);
+    R->r_min = reduce_min_ps(ss.r_min);
+    R->r_max = reduce_max_ps(ss.r_max);
+    R->t_min = reduce_min_ps(ss.t_min);
+    R->t_max = reduce_max_ps(ss.t_max);
+    R->min_abs = reduce_min_epu32(ss.min_abs);
+    R->equal = sum_epi32(ss.equal);
+    R->maybe_fail = !_mm256_testz_ps(ss.fail, ss.fail);
+    R->kept = feed ? is.kept_r - A->kept_r : 0;
     memset(R->ge, 0, sizeof R->ge);
     /* keys >= lo: all but those below; abs in words 0-3 of each 128-bit
        half, rel in words 4-7 */
     const __m256i abs_words = _mm256_set_epi64x(0, -1, 0, -1);
     for (int v = 0; v < nv; v++) {
-        R->ge[CMP_ABS][v] = A->m16 - sum_epi16(_mm256_and_si256(below2[v], abs_words));
-        R->ge[CMP_REL][v] = A->m16 - sum_epi16(_mm256_andnot_si256(abs_words, below2[v]));
+        R->ge[CMP_ABS][v] = A->m16 - sum_epi16(_mm256_and_si256(is.below2[v], abs_words));
+        R->ge[CMP_REL][v] = A->m16 - sum_epi16(_mm256_andnot_si256(abs_words, is.below2[v]));
     }
     for (int v = 0; v < nu; v++)
-        R->ge[CMP_ULP][v] = A->m16 - sum_epi32(below_u[v]);
+        R->ge[CMP_ULP][v] = A->m16 - sum_epi32(is.below_u[v]);
 }
+
 
 /* Instantiations as in the AVX-512 file: [allclose][shifted] for storing;
  * for feeding also [ulp intervals 0/1][abs and rel padded to 4 or 5]. */
@@ -520,20 +611,31 @@ TARGET static int64_t find_first(const cmp_params *p, const float *r, const floa
 /* ---- the kept pairs' errors ---- */
 
 /* The three errors of 4 pairs, as the kernel computes them. */
-TARGET static INLINE void errors4(const ulp_consts *u, const float *r, const float *t,
-                                  __m256d e[CMP_MEASURES])
+TARGET static INLINE err4 expand_errors(const ulp_consts *u, const float *r, const float *t)
 {
     __m256d rd = _mm256_cvtps_pd(_mm_loadu_ps(r)), td = _mm256_cvtps_pd(_mm_loadu_ps(t));
-    e[CMP_ABS] = abs_pd(_mm256_sub_pd(td, rd));
-    e[CMP_REL] = rel_error(e[CMP_ABS], abs_pd(rd));
-    e[CMP_ULP] = ulp_error(u, rd, e[CMP_ABS]);
+    err4 e;
+    e.abs = abs_pd(_mm256_sub_pd(td, rd));
+    e.rel = rel_error(e.abs, abs_pd(rd));
+    e.ulp = ulp_error(u, rd, e.abs);
+    return e;
 }
+
+/* pack4[m]: the byte indices of the float lanes (2 per double) of the
+ * doubles that the 4-bit mask m selects, in order: vpermps gathers them to
+ * the front (one load of the indices instead of a chain of pdep and pext). */
+static const uint64_t pack4[16] = {
+    0x0000000000000000ull, 0x0000000000000100ull, 0x0000000000000302ull, 0x0000000003020100ull,
+    0x0000000000000504ull, 0x0000000005040100ull, 0x0000000005040302ull, 0x0000050403020100ull,
+    0x0000000000000706ull, 0x0000000007060100ull, 0x0000000007060302ull, 0x0000070603020100ull,
+    0x0000000007060504ull, 0x0000070605040100ull, 0x0000070605040302ull, 0x0706050403020100ull,
+};
 
 /* Stores the lanes of 4 doubles that mask (4 bits) selects, in order, at
  * dst (room for 4); returns how many. */
 TARGET static INLINE int compress_store4(double *dst, unsigned mask, __m256d x)
 {
-    __m256i idx = compress_index(_pdep_u32(mask, 0x55u) * 3u); /* each double: 2 lanes */
+    __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&pack4[mask]));
     _mm256_storeu_ps((float *)dst, _mm256_permutevar8x32_ps(_mm256_castpd_ps(x), idx));
     return __builtin_popcount(mask);
 }
@@ -549,7 +651,7 @@ TARGET static INLINE void expand_n(const cmp_params *p, const float *r, const fl
     const int nvk[CMP_MEASURES] = {nv, nv, nu};
     narrow_map map[CMP_MEASURES];
     __m256i lo[CMP_MEASURES][QSEL_MAX_RANKS], hi[CMP_MEASURES][QSEL_MAX_RANKS];
-    int64_t in_iv[CMP_MEASURES][QSEL_MAX_RANKS] = {{0}};
+    __m256i outside[CMP_MEASURES][QSEL_MAX_RANKS]; /* minus the keys outside, per lane */
     double *dst[CMP_MEASURES];
     for (int k = 0; k < CMP_MEASURES; k++) {
         map[k] = narrow_setup(&q[k]);
@@ -557,18 +659,19 @@ TARGET static INLINE void expand_n(const cmp_params *p, const float *r, const fl
             bool real = v < q[k].n_iv;
             lo[k][v] = _mm256_set1_epi32(real ? q[k].lo[v] : INT32_MAX);
             hi[k][v] = _mm256_set1_epi32(real ? q[k].hi[v] : INT32_MIN);
+            outside[k][v] = _mm256_setzero_si256();
         }
         dst[k] = q[k].cand + q[k].n;
     }
     for (int64_t i = 0; i < n; i += 8) {
-        __m256d e0[CMP_MEASURES], e1[CMP_MEASURES];
-        errors4(&u, r + i, t + i, e0);
-        errors4(&u, r + i + 4, t + i + 4, e1);
+        err4 e0 = expand_errors(&u, r + i, t + i), e1 = expand_errors(&u, r + i + 4, t + i + 4);
+        const __m256d lo_e[CMP_MEASURES] = {e0.abs, e0.rel, e0.ulp};
+        const __m256d hi_e[CMP_MEASURES] = {e1.abs, e1.rel, e1.ulp};
 #pragma GCC unroll 3
         for (int k = 0; k < CMP_MEASURES; k++) {
             if (nvk[k] == 0)
                 continue;
-            __m256i key = keys8(e0[k], e1[k]);
+            __m256i key = keys8(lo_e[k], hi_e[k]);
             if (k != CMP_ULP) /* narrow, as the kernel compares them */
                 key = narrow32(&map[k], key);
             __m256i out = _mm256_set1_epi32(-1);
@@ -576,20 +679,19 @@ TARGET static INLINE void expand_n(const cmp_params *p, const float *r, const fl
             for (int v = 0; v < nvk[k]; v++) {
                 __m256i out_v = _mm256_or_si256(_mm256_cmpgt_epi32(lo[k][v], key),
                                                 _mm256_cmpgt_epi32(key, hi[k][v]));
-                unsigned in_v = ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(out_v)) & 0xffu;
-                in_iv[k][v] += __builtin_popcount(in_v);
+                outside[k][v] = _mm256_add_epi32(outside[k][v], out_v);
                 out = _mm256_and_si256(out, out_v);
             }
             unsigned in = elem_order(~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(out)) &
                                      0xffu);
-            dst[k] += compress_store4(dst[k], in & 0xfu, e0[k]);
-            dst[k] += compress_store4(dst[k], in >> 4, e1[k]);
+            dst[k] += compress_store4(dst[k], in & 0xfu, lo_e[k]);
+            dst[k] += compress_store4(dst[k], in >> 4, hi_e[k]);
         }
     }
     for (int k = 0; k < CMP_MEASURES; k++) {
         q[k].n = dst[k] - q[k].cand;
-        for (int v = 0; v < q[k].n_iv; v++)
-            q[k].in_iv[v] += in_iv[k][v];
+        for (int v = 0; v < q[k].n_iv; v++) /* n keys, minus those outside */
+            q[k].in_iv[v] += n + sum_epi32(outside[k][v]);
     }
 }
 
