@@ -168,38 +168,40 @@ TARGET static INLINE __m256 screen_failures(__m256 af, __m256 arf, __m256 ta, __
                          _mm256_cmp_ps(af, _mm256_mul_ps(rt, arf), _CMP_GE_OQ));
 }
 
-/* abs and rel keys side by side (narrow_both) against nv intervals each;
- * below[v] counts per lane the keys < lo[v] (at most CMP_BLOCK / 8 per
+/* abs and rel keys side by side (narrow_both) against nv intervals each,
+ * given as lo - 1 and hi (lo > every key > hi for pads): key >= lo is
+ * key > lo - 1, and with the key the first operand both bounds can stay in
+ * memory (16 registers do not hold them, the counters and the rest).
+ * ge[v] counts per lane the keys >= lo[v] (at most CMP_BLOCK / 8 per
  * block). Returns, in key order, the elements inside an interval of either. */
 _Static_assert(CMP_BLOCK / 8 <= INT16_MAX, "16-bit lane counts");
-TARGET static INLINE unsigned intervals_both(const __m256i *lo, const __m256i *hi, int nv,
-                                             __m256i key, __m256i *below)
+TARGET static INLINE unsigned intervals_both(const __m256i *lo_m1, const __m256i *hi, int nv,
+                                             __m256i key, __m256i *ge)
 {
-    __m256i out = _mm256_set1_epi32(-1);
+    __m256i in = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int v = 0; v < nv; v++) {
-        __m256i b = _mm256_cmpgt_epi16(lo[v], key);
-        out = _mm256_and_si256(out, _mm256_or_si256(b, _mm256_cmpgt_epi16(key, hi[v])));
-        below[v] = _mm256_sub_epi16(below[v], b);
+        __m256i at_least = _mm256_cmpgt_epi16(key, lo_m1[v]);
+        in = _mm256_or_si256(in, _mm256_andnot_si256(_mm256_cmpgt_epi16(key, hi[v]), at_least));
+        ge[v] = _mm256_sub_epi16(ge[v], at_least);
     }
-    /* an element is outside when its abs key and its rel key are */
-    out = _mm256_and_si256(out, _mm256_shuffle_epi32(out, _MM_SHUFFLE(1, 0, 3, 2)));
-    unsigned bits = (unsigned)_mm256_movemask_epi8(out);
-    return ~(unsigned)_pext_u32(bits, 0x00550055u) & 0xffu;
+    /* an element is inside when its abs key or its rel key is */
+    in = _mm256_or_si256(in, _mm256_shuffle_epi32(in, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _pext_u32((unsigned)_mm256_movemask_epi8(in), 0x00550055u);
 }
 
-/* 32-bit keys (ulp) against nu intervals; below[v] counts per lane. */
-TARGET static INLINE unsigned intervals32(const __m256i *lo, const __m256i *hi, int nu,
-                                          __m256i key, __m256i *below)
+/* 32-bit keys (ulp) the same way against nu intervals. */
+TARGET static INLINE unsigned intervals32(const __m256i *lo_m1, const __m256i *hi, int nu,
+                                          __m256i key, __m256i *ge)
 {
-    __m256i out = _mm256_set1_epi32(-1);
+    __m256i in = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int v = 0; v < nu; v++) {
-        __m256i b = _mm256_cmpgt_epi32(lo[v], key);
-        out = _mm256_and_si256(out, _mm256_or_si256(b, _mm256_cmpgt_epi32(key, hi[v])));
-        below[v] = _mm256_sub_epi32(below[v], b);
+        __m256i at_least = _mm256_cmpgt_epi32(key, lo_m1[v]);
+        in = _mm256_or_si256(in, _mm256_andnot_si256(_mm256_cmpgt_epi32(key, hi[v]), at_least));
+        ge[v] = _mm256_sub_epi32(ge[v], at_least);
     }
-    return ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(out)) & 0xffu;
+    return (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(in));
 }
 
 TARGET static INLINE int64_t sum_epi16(__m256i v)
@@ -378,10 +380,10 @@ TARGET static INLINE void loop_errors(const cmp_params *p, const float *r, const
     *st = s;
 }
 
-/* Loop 3, the keys against the intervals: per lane counts of the keys
- * below each interval, and the (r, t) pairs inside any kept. */
+/* Loop 3, the keys against the intervals: per lane counts of the keys at
+ * or above each interval's start, and the (r, t) pairs inside any kept. */
 typedef struct iv_state {
-    __m256i below2[QSEL_MAX_RANKS], below_u[QSEL_MAX_RANKS];
+    __m256i ge2[QSEL_MAX_RANKS], ge_u[QSEL_MAX_RANKS];
     float *kept_r, *kept_t;
 } iv_state;
 
@@ -391,18 +393,18 @@ TARGET static INLINE void loop_intervals(const float *r, const float *t, int n,
                                          const __m256i *hi_u, iv_state *st, const int nv,
                                          const int nu)
 {
-    __m256i below2[QSEL_MAX_RANKS], below_u[QSEL_MAX_RANKS];
+    __m256i ge2[QSEL_MAX_RANKS], ge_u[QSEL_MAX_RANKS];
     for (int v = 0; v < nv; v++)
-        below2[v] = st->below2[v];
+        ge2[v] = st->ge2[v];
     for (int v = 0; v < nu; v++)
-        below_u[v] = st->below_u[v];
+        ge_u[v] = st->ge_u[v];
     float *kept_r = st->kept_r, *kept_t = st->kept_t;
     for (int i = 0; i < n; i += 8) {
         unsigned in = 0;
         if (nv > 0)
-            in |= intervals_both(lo2, hi2, nv, _mm256_loadu_si256(keys + i / 4), below2);
+            in |= intervals_both(lo2, hi2, nv, _mm256_loadu_si256(keys + i / 4), ge2);
         if (nu > 0)
-            in |= intervals32(lo_u, hi_u, nu, _mm256_loadu_si256(keys + i / 4 + 1), below_u);
+            in |= intervals32(lo_u, hi_u, nu, _mm256_loadu_si256(keys + i / 4 + 1), ge_u);
         __m256i idx = keep_lanes(in);
         _mm256_storeu_ps(kept_r, _mm256_permutevar8x32_ps(_mm256_loadu_ps(r + i), idx));
         _mm256_storeu_ps(kept_t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(t + i), idx));
@@ -410,9 +412,9 @@ TARGET static INLINE void loop_intervals(const float *r, const float *t, int n,
         kept_t += __builtin_popcount(in);
     }
     for (int v = 0; v < nv; v++)
-        st->below2[v] = below2[v];
+        st->ge2[v] = ge2[v];
     for (int v = 0; v < nu; v++)
-        st->below_u[v] = below_u[v];
+        st->ge_u[v] = ge_u[v];
     st->kept_r = kept_r;
     st->kept_t = kept_t;
 }
@@ -440,14 +442,15 @@ TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
     __m256i lo_u[QSEL_MAX_RANKS], hi_u[QSEL_MAX_RANKS];
     __m256i keys[CHUNK / 4];
     for (int v = 0; v < nv; v++) {
-        lo2[v] = bounds_both(A->lo[CMP_ABS][v], A->lo[CMP_REL][v]);
+        /* lo - 1: intervals lie inside -32766..32766, pads have lo = 32767 */
+        lo2[v] = bounds_both(A->lo[CMP_ABS][v] - 1, A->lo[CMP_REL][v] - 1);
         hi2[v] = bounds_both(A->hi[CMP_ABS][v], A->hi[CMP_REL][v]);
-        is.below2[v] = _mm256_setzero_si256();
+        is.ge2[v] = _mm256_setzero_si256();
     }
     for (int v = 0; v < nu; v++) {
-        lo_u[v] = _mm256_set1_epi32((int)A->lo[CMP_ULP][v]);
+        lo_u[v] = _mm256_set1_epi32((int)A->lo[CMP_ULP][v] - 1); /* lo >= 1, pads INT32_MAX */
         hi_u[v] = _mm256_set1_epi32((int)A->hi[CMP_ULP][v]);
-        is.below_u[v] = _mm256_setzero_si256();
+        is.ge_u[v] = _mm256_setzero_si256();
     }
     is.kept_r = A->kept_r;
     is.kept_t = A->kept_t;
@@ -482,15 +485,14 @@ TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
     R->maybe_fail = !_mm256_testz_ps(ss.fail, ss.fail);
     R->kept = feed ? is.kept_r - A->kept_r : 0;
     memset(R->ge, 0, sizeof R->ge);
-    /* keys >= lo: all but those below; abs in words 0-3 of each 128-bit
-       half, rel in words 4-7 */
+    /* the per-lane counts: abs in words 0-3 of each 128-bit half, rel in 4-7 */
     const __m256i abs_words = _mm256_set_epi64x(0, -1, 0, -1);
     for (int v = 0; v < nv; v++) {
-        R->ge[CMP_ABS][v] = A->m16 - sum_epi16(_mm256_and_si256(is.below2[v], abs_words));
-        R->ge[CMP_REL][v] = A->m16 - sum_epi16(_mm256_andnot_si256(abs_words, is.below2[v]));
+        R->ge[CMP_ABS][v] = sum_epi16(_mm256_and_si256(is.ge2[v], abs_words));
+        R->ge[CMP_REL][v] = sum_epi16(_mm256_andnot_si256(abs_words, is.ge2[v]));
     }
     for (int v = 0; v < nu; v++)
-        R->ge[CMP_ULP][v] = A->m16 - sum_epi32(is.below_u[v]);
+        R->ge[CMP_ULP][v] = sum_epi32(is.ge_u[v]);
 }
 
 

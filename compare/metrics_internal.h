@@ -306,6 +306,25 @@ void qsel_select(double *v, int64_t m, const int64_t *ranks, int k, double *out)
  * overwritten. */
 void qsel_select_fast(double *v, int64_t m, const int64_t *ranks, int k, double *tmp, double *out);
 
+/* The AVX2 passes of qsel_select_fast and qsel_plan (quantile_avx2.c), as
+ * quantile.c's AVX-512 ones: one bracketing pass (how many of src are < lo,
+ * those in [lo, hi] to dst, room for len + 16, may be src); the counts of
+ * the same without keeping; the pass bracketing k ranks at once
+ * (qsel_bracket_avx2_k: m a multiple of 8, each bracket to dst[t] while it
+ * stays QSEL_CHUNK + 8 under end[t], full[t] set when it would not); and the
+ * sample keys inside each of q's intervals. */
+#define QSEL_CHUNK 1024
+int64_t qsel_bracket_pass_avx2(const double *src, int64_t len, double lo, double hi,
+                               double *dst, int64_t *below);
+int64_t qsel_count_in_avx2(const double *v, int64_t len, double lo, double hi, int64_t *below);
+#define QSEL_BRACKET_AVX2(k)                                                                   \
+    void qsel_bracket_avx2_##k(const double *v, int64_t m, const double *lo, const double *hi, \
+                               int64_t *below, double **dst, double *const *end, bool *full);
+QSEL_BRACKET_AVX2(1) QSEL_BRACKET_AVX2(2) QSEL_BRACKET_AVX2(3) QSEL_BRACKET_AVX2(4)
+QSEL_BRACKET_AVX2(5)
+#undef QSEL_BRACKET_AVX2
+void qsel_count_inside_avx2(const qsel *q, const double *sample, int64_t s, int64_t *inside);
+
 /* Nearest rank: element ceil(q n) - 1 of the sorted values, clamped. */
 int64_t qsel_rank(double q, int64_t n);
 
