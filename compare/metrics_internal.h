@@ -4,8 +4,9 @@
  * CMP_BLOCK elements. Each block is evaluated either by the portable
  * kernel (metrics_portable.c: any dtypes, any values, in double) or, for
  * blocks of finite values held as float32 (float16/bfloat16 widened
- * first), by the AVX-512 kernel (metrics_fast.c); both add the block into
- * a cmp_acc. The order statistics come from quantile.c: all errors kept
+ * first), by a vector kernel (metrics_fast.c drives the AVX-512 one,
+ * metrics_fast_avx512.c, or the AVX2 one, metrics_fast_avx2.c); all add
+ * the block into a cmp_acc. The order statistics come from quantile.c: all errors kept
  * and selected for small tensors; for large ones, intervals of keys around
  * each wanted rank, planned from a sample, that every block's errors are
  * counted against and kept inside (docs/metrics.md, "How the order
@@ -37,7 +38,7 @@ typedef struct cmp_params {
     double test_min_normal;
     double ref_shift;          /* side stats accumulate x - shift (near that side's values, */
     double test_shift;         /* or 0), so the variance does not cancel catastrophically */
-    bool kernel_shifted;       /* the AVX-512 kernel subtracts the shifts (else it sums x
+    bool kernel_shifted;       /* the vector kernels subtract the shifts (else they sum x
                                   itself: the shifts are small against the spread) */
 } cmp_params;
 
@@ -58,7 +59,7 @@ typedef struct cmp_acc {
     double srt_lo, srr_lo, stt_lo, sdd_lo; /* each sum is hi + lo, compensated (cmp_sum2_add):
                                        Σrt may cancel, and the others stay within a few
                                        ulps however many blocks add up */
-    /* The AVX-512 kernel derives Σrt = (Σr² + Σt² - Σ(t-r)²) / 2 (and, when it
+    /* The vector kernels derive Σrt = (Σr² + Σt² - Σ(t-r)²) / 2 (and, when it
        shifts, Σx² = Σ(x-c)² + c(2Σ(x-c) + n c)): each is off by a few ulps of
        the sum of its terms' magnitudes, accumulated here. When that is not
        small against the result (a cosine near 0, sides of different scales,
@@ -87,8 +88,8 @@ double cmp_ulp_scale(const cmp_params *p, double r);
 
 /* Σrt, Σr², Σt² over the finite pairs of m elements, compensated (hi + lo,
  * added to the acc's), for when the derived ones are not accurate enough
- * (cmp_acc: rt_scale). Portable (doubles) and AVX-512 (floats) versions
- * (metrics_similarity.c). */
+ * (cmp_acc: rt_scale). Portable (doubles) and vector (floats: AVX-512, or
+ * AVX2 in metrics_fast_avx2.c) versions (metrics_similarity.c). */
 void cmp_similarity_double(const double *r, const double *t, int m, cmp_acc *acc);
 void cmp_similarity_float_fast(const float *r, const float *t, int m, cmp_acc *acc);
 /* Whether the acc's derived sums are not accurate to a few ulps. */
@@ -128,7 +129,7 @@ typedef struct qsel {
     int64_t rank[QSEL_MAX_RANKS];
     int n_iv;
     int32_t lo[QSEL_MAX_RANKS], hi[QSEL_MAX_RANKS]; /* lo[i] <= hi[i] < lo[i + 1] */
-    /* Narrow keys (abs and rel in the AVX-512 kernel, which compares the two
+    /* Narrow keys (abs and rel in the vector kernels, which compare the two
        side by side as 16-bit numbers): key = ((wide key - 1) >> shift) -
        bias, the shift arithmetic and the result saturated to int16 - a
        monotone map that keeps the intervals inside -32766..32766, everything
@@ -155,12 +156,12 @@ static inline int32_t qsel_key_of(const qsel *q, double x)
     return v < INT16_MIN ? INT16_MIN : v > INT16_MAX ? INT16_MAX : (int32_t)v;
 }
 
-/* After a block of m elements the AVX-512 kernel fed: ge[i] keys were >=
+/* After a block of m elements a vector kernel fed: ge[i] keys were >=
  * lo[i] (the elements inside went to a cmp_pairs, see cmp_fast_expand). */
 void qsel_block_done(qsel *q, int64_t m, const int64_t *ge);
 
 /* The (r, t) pairs of the elements whose error in some measure fell inside
- * one of its intervals, kept by the AVX-512 kernel (scratch buffers). */
+ * one of its intervals, kept by a vector kernel (scratch buffers). */
 typedef struct cmp_pairs {
     float *r, *t;              /* cap + 16 each */
     int64_t n, cap;
@@ -276,7 +277,7 @@ void cmp_similarity_float_avx2(const float *r, const float *t, int m, cmp_acc *a
 extern double qsel_bracket_sigmas;
 /* Tests: the same for the pivots of qsel_select_fast (3.5; negative makes
  * every bracket miss), and limits on the room for kept errors per measure
- * (qsel_cap_limit) and for the AVX-512 kernel's kept pairs (cmp_pairs_limit),
+ * (qsel_cap_limit) and for the vector kernels' kept pairs (cmp_pairs_limit),
  * to force the overflow paths. */
 extern double qsel_pivot_sigmas;
 extern int64_t qsel_cap_limit;
@@ -301,9 +302,9 @@ bool qsel_answer(qsel *q, int64_t n, int64_t zeros, int64_t infs, double *tmp, d
 void qsel_select(double *v, int64_t m, const int64_t *ranks, int k, double *out);
 
 /* The same, faster for large arrays when tmp (room for m + 16 doubles, NULL
- * for none) and AVX-512 are there: Floyd and Rivest's selection with
- * vector passes (at most QSEL_MAX_RANKS ranks at a time). v and tmp are
- * overwritten. */
+ * for none) and a vector level (AVX-512, AVX2) are there: Floyd and
+ * Rivest's selection with vector passes (at most QSEL_MAX_RANKS ranks at a
+ * time). v and tmp are overwritten. */
 void qsel_select_fast(double *v, int64_t m, const int64_t *ranks, int k, double *tmp, double *out);
 
 /* The AVX2 passes of qsel_select_fast and qsel_plan (quantile_avx2.c), as

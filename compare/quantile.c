@@ -8,13 +8,14 @@
  *    hold a wanted rank and recurses; all-equal ranges stop at once, so
  *    ties cost nothing. O(m) per level, at most 8 levels, no O(m^2) input.
  *    qsel_select_fast does the same for large arrays by Floyd and Rivest's
- *    method with vector passes (pivots from a sample bracket each rank; a
- *    pass keeps what lies between them, about a tenth).
+ *    method with vector passes (AVX-512 here, AVX2 in quantile_avx2.c;
+ *    pivots from a sample bracket each rank; a pass keeps what lies between
+ *    them, about a tenth).
  *  - For large tensors, ld_compare_tensors does not keep the errors: it
  *    guesses from a sample an interval of keys (qsel_key: the high half of
  *    the bit pattern) around every wanted rank (qsel_plan), and while the
  *    blocks stream by counts the errors below each interval and keeps those
- *    inside (qsel_feed here, or the AVX-512 kernel). The answer is then
+ *    inside (qsel_feed here, or a vector kernel). The answer is then
  *    exact whenever the rank falls inside the kept errors; when it does not
  *    (rare: an interval spans 4 sample standard deviations each way) the
  *    caller recomputes exactly. */

@@ -138,9 +138,10 @@ SEL_TARGET2 void qsel_count_inside_avx2(const qsel *q, const double *sample, int
     const __m256i min16 = _mm256_set1_epi32(INT16_MIN), max16 = _mm256_set1_epi32(INT16_MAX);
     const __m128i shift = _mm_cvtsi32_si128(q->shift);
     for (int64_t i = 0; i < s8; i += 8) {
-        __m256i key = _mm256_castps_si256(_mm256_shuffle_ps(_mm256_loadu_ps((const float *)(sample + i)),
-                                                            _mm256_loadu_ps((const float *)(sample + i + 4)),
-                                                            _MM_SHUFFLE(3, 1, 3, 1)));
+        __m256 lo_half = _mm256_loadu_ps((const float *)(sample + i));
+        __m256 hi_half = _mm256_loadu_ps((const float *)(sample + i + 4));
+        __m256i key = _mm256_castps_si256(
+            _mm256_shuffle_ps(lo_half, hi_half, _MM_SHUFFLE(3, 1, 3, 1))); /* the high halves */
         if (q->narrow) /* qsel_key_of */
             key = _mm256_min_epi32(
                 _mm256_max_epi32(
