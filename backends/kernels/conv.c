@@ -224,7 +224,7 @@ static bool is_pointwise(const ld_window_geom *g)
     return true;
 }
 
-/* float32 on AVX-512 CPUs: conv_direct.c per image and group, no im2col. */
+/* float32 on AVX-512 and AVX2 CPUs: conv_direct.c per image and group, no im2col. */
 static ld_status conv_run_direct(ld_kernel_ctx *ctx, const conv_problem *p)
 {
     const ld_window_geom *g = &p->g;
@@ -263,7 +263,7 @@ static ld_status conv_run(ld_kernel_ctx *ctx, const conv_problem *p)
         return LD_OK;
     }
     if (p->es == 4 && !ld_numerics_accumulate_half(ctx->numerics) &&
-        ld_conv_direct_available() && ld_conv_direct_fits(g, Cg, Mg))
+        ld_conv_direct_preferred(g, Cg, Mg))
         return conv_run_direct(ctx, p);
     bool pointwise = is_pointwise(g);
     /* im2col in tiles of output positions (whole rows when they fit) */
