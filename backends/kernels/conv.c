@@ -107,8 +107,9 @@ static void conv_output_shape(const conv_problem *p, ld_shape *out)
 
 /* Direct loop for one input channel per group (see the file comment): one
  * output plane, as bias plus one vectorised row update per kernel tap. On
- * AVX-512 CPUs float32 planes go to depthwise.c instead, which keeps the
- * sums in registers across the taps (2-3x faster, the same bits).
+ * AVX-512 and AVX2 CPUs float32 planes go to depthwise.c (depthwise_avx2.c)
+ * instead, which keeps the sums in registers across the taps (2-3x faster,
+ * the same bits).
  * Compiled for AVX-512, AVX2 and baseline x86-64 (picked at load time);
  * -ffp-contract=off keeps every clone's arithmetic identical (multiply, then
  * add: no FMA), so the clone never changes a result. */
@@ -179,9 +180,7 @@ DEFINE_DEPTHWISE_PLANE(double, depthwise_plane_f64)
 static void depthwise_plane_f32_best(const float *xp, const float *wp, float bias, float *yp,
                                      const ld_window_geom *g)
 {
-    if (ld_depthwise_avx512_available() && ld_depthwise_avx512_fits(g))
-        ld_depthwise_plane_f32_avx512(xp, wp, bias, yp, g);
-    else
+    if (!ld_depthwise_plane_f32_fast(xp, wp, bias, yp, g)) /* AVX-512 > AVX2 > this loop */
         depthwise_plane_f32(xp, wp, bias, yp, g);
 }
 
