@@ -1,14 +1,24 @@
 /* layerdiff — rounding with counting for the emulated backend (see
- * emulated_count.h). The values always come from the rounding library
- * (ld_round_array), except for the one hot case, fp16 without flushing on
- * an AVX-512 CPU, which rounds and counts in one pass with vcvtps2ph /
- * vcvtph2ps: the instructions (and rounding immediate) the library's own
- * AVX-512 code uses, so the values are the library's to the bit
- * (tests/test_emulated.c compares them on many values). */
+ * emulated_count.h). One version per instruction-set level
+ * (emulated_count_internal.h), picked per call:
+ *  - portable: the rounding library's values (ld_round_array), then a scalar
+ *    count of the values before and after;
+ *  - AVX2 + F16C (emulated_count_avx2.c): fp16 (subnormals kept), bf16 and
+ *    tf32 round and count in one pass; fp16 with flushing rounds with the
+ *    library and counts in vector code;
+ *  - AVX-512: fp16 without flushing rounds and counts in one pass here,
+ *    everything else rounds with the library and counts in vector code.
+ * The fused paths use the instructions (and rounding immediate) or the
+ * integer formula of the library's own vector code, so every level gives the
+ * library's values to the bit and the portable count
+ * (tests/exhaustive_emulation.c checks all 2^32 inputs at every level). */
 #include "backends/emulated_count.h"
 
 #include <immintrin.h>
+#include <stdatomic.h>
 #include <string.h>
+
+#include "backends/emulated_count_internal.h"
 
 /* Elements per task: small enough to split a layer over threads, and
  * 32-bit counters per chunk cannot overflow. */
@@ -20,12 +30,51 @@
 /* In-place rounding keeps the values before rounding here, this many at a time. */
 #define STACK_COPY 2048
 
-static bool simd_enabled(void)
+/* --- levels --------------------------------------------------------------------------- */
+
+static atomic_int forced_level = LD_EMU_LEVEL_AUTO;
+
+const char *ld_emu_level_name(ld_emu_level level)
 {
-    static int enabled = -1; /* races store the same value */
-    if (enabled < 0)
-        enabled = strstr(ld_round_cpu_features(), "using avx512") != NULL;
-    return enabled;
+    switch (level) {
+    case LD_EMU_LEVEL_PORTABLE: return "portable";
+    case LD_EMU_LEVEL_AVX2: return "avx2";
+    case LD_EMU_LEVEL_AVX512F: return "avx512f";
+    case LD_EMU_LEVEL_AVX512: return "avx512";
+    default: return "unknown";
+    }
+}
+
+bool ld_emu_level_supported(ld_emu_level level)
+{
+    __builtin_cpu_init();
+    switch (level) {
+    case LD_EMU_LEVEL_PORTABLE: return true;
+    case LD_EMU_LEVEL_AVX2: return ld_round_isa_supported(LD_ROUND_ISA_AVX2);
+    case LD_EMU_LEVEL_AVX512F: return __builtin_cpu_supports("avx512f");
+    case LD_EMU_LEVEL_AVX512: return ld_round_isa_supported(LD_ROUND_ISA_AVX512);
+    default: return false;
+    }
+}
+
+ld_emu_level ld_emu_level_active(void)
+{
+    int forced = atomic_load_explicit(&forced_level, memory_order_relaxed);
+    if (forced >= 0)
+        return (ld_emu_level)forced;
+    switch (ld_round_isa_active()) {
+    case LD_ROUND_ISA_AVX512: return LD_EMU_LEVEL_AVX512;
+    case LD_ROUND_ISA_AVX2: return LD_EMU_LEVEL_AVX2;
+    default: return LD_EMU_LEVEL_PORTABLE;
+    }
+}
+
+bool ld_emu_force_level(ld_emu_level level)
+{
+    if (level != LD_EMU_LEVEL_AUTO && !ld_emu_level_supported(level))
+        return false;
+    atomic_store_explicit(&forced_level, (int)level, memory_order_relaxed);
+    return true;
 }
 
 static inline uint32_t abs_bits(const float *p)
@@ -118,9 +167,32 @@ AVX512 static void count_pair_avx512(const float *src, const float *after, int64
 
 /* --- rounding a chunk ------------------------------------------------------------------- */
 
+/* The rounding library's instruction set for a level (the values are the
+ * same at every one; this keeps a forced level's code path its own). */
+static ld_round_isa round_isa_of(ld_emu_level level)
+{
+    if (level == LD_EMU_LEVEL_AVX512)
+        return LD_ROUND_ISA_AVX512;
+    if (level != LD_EMU_LEVEL_PORTABLE && ld_round_isa_supported(LD_ROUND_ISA_AVX2))
+        return LD_ROUND_ISA_AVX2;
+    return LD_ROUND_ISA_PORTABLE;
+}
+
+/* Counts the rounding of src[m] into after[m] at a level. */
+static void count_pair(ld_emu_level level, const float *src, const float *after, int64_t m,
+                       uint32_t min_normal, ld_emu_tally *t)
+{
+    if (level == LD_EMU_LEVEL_AVX512 || level == LD_EMU_LEVEL_AVX512F)
+        count_pair_avx512(src, after, m, min_normal, t);
+    else if (level == LD_EMU_LEVEL_AVX2)
+        ld_emu_avx2_count_pair(src, after, m, min_normal, t);
+    else
+        count_pair_portable(src, after, m, min_normal, t);
+}
+
 /* The library's rounding of [src, src+m) into dst (dst may be src), counted. */
 static void round_chunk_generic(const float *src, float *dst, int64_t m, ld_precision p,
-                                const ld_round_options *o, bool simd, ld_emu_tally *t)
+                                const ld_round_options *o, ld_emu_level level, ld_emu_tally *t)
 {
     float before[STACK_COPY];
     for (int64_t i = 0; i < m; i += STACK_COPY) {
@@ -128,11 +200,8 @@ static void round_chunk_generic(const float *src, float *dst, int64_t m, ld_prec
         memcpy(before, src + i, (size_t)k * sizeof *before);
         if (dst + i != src + i)
             memcpy(dst + i, src + i, (size_t)k * sizeof *dst);
-        ld_round_array(dst + i, (size_t)k, p, o);
-        if (simd)
-            count_pair_avx512(before, dst + i, k, min_normal_bits(p), t);
-        else
-            count_pair_portable(before, dst + i, k, min_normal_bits(p), t);
+        ld_round_array_isa(round_isa_of(level), dst + i, (size_t)k, p, o);
+        count_pair(level, before, dst + i, k, min_normal_bits(p), t);
     }
 }
 
@@ -160,9 +229,10 @@ AVX512 static void round_fp16_avx512(const float *src, float *dst, ld_fp16 *half
     }
     COUNTERS_ADD(t);
     if (i < m) {
-        round_chunk_generic(src + i, dst + i, m - i, LD_PRECISION_FP16, NULL, false, t);
+        round_chunk_generic(src + i, dst + i, m - i, LD_PRECISION_FP16, NULL,
+                            LD_EMU_LEVEL_PORTABLE, t);
         if (half) /* exact: dst holds fp16 values */
-            ld_convert_fp32_to_fp16(dst + i, half + i, (size_t)(m - i));
+            ld_convert_fp32_to_fp16_isa(LD_ROUND_ISA_PORTABLE, dst + i, half + i, (size_t)(m - i));
     }
 }
 
@@ -202,28 +272,23 @@ round_fp16_avx512bw(const float *src, float *dst, ld_fp16 *half, int64_t m, ld_e
     }
     COUNTERS_ADD(t);
     if (i < m) {
-        round_chunk_generic(src + i, dst + i, m - i, LD_PRECISION_FP16, NULL, false, t);
+        round_chunk_generic(src + i, dst + i, m - i, LD_PRECISION_FP16, NULL,
+                            LD_EMU_LEVEL_PORTABLE, t);
         if (half) /* exact: dst holds fp16 values */
-            ld_convert_fp32_to_fp16(dst + i, half + i, (size_t)(m - i));
+            ld_convert_fp32_to_fp16_isa(LD_ROUND_ISA_PORTABLE, dst + i, half + i, (size_t)(m - i));
     }
 }
 
-static bool has_avx512bw(void)
+/* fp16 without flushing, rounded and counted in one pass at a vector level. */
+static void round_fp16_fused(ld_emu_level level, const float *src, float *dst, ld_fp16 *half,
+                             int64_t m, ld_emu_tally *t)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-}
-
-static void round_fp16_fused(const float *src, float *dst, ld_fp16 *half, int64_t m,
-                             ld_emu_tally *t)
-{
-    static int bw = -1; /* races store the same value */
-    if (bw < 0)
-        bw = has_avx512bw();
-    if (bw)
+    if (level == LD_EMU_LEVEL_AVX512)
         round_fp16_avx512bw(src, dst, half, m, t);
-    else
+    else if (level == LD_EMU_LEVEL_AVX512F)
         round_fp16_avx512(src, dst, half, m, t);
+    else
+        ld_emu_avx2_round_fp16(src, dst, half, m, t);
 }
 
 /* --- chunks over threads ------------------------------------------------------------ */
@@ -232,35 +297,38 @@ static void round_fp16_fused(const float *src, float *dst, ld_fp16 *half, int64_
  * the library's rounding of src into dst, counted, with the float16 bits in
  * half[m] when half is not NULL (p is then fp16). */
 static void round_chunk(const float *src, float *dst, ld_fp16 *half, int64_t m, ld_precision p,
-                        const ld_round_options *o, bool simd, ld_emu_tally *t)
+                        const ld_round_options *o, ld_emu_level level, ld_emu_tally *t)
 {
     bool flush = o && o->flush_denormals;
-    if (simd && p == LD_PRECISION_FP16 && !flush) {
-        round_fp16_fused(src, dst, half, m, t);
+    if (level != LD_EMU_LEVEL_PORTABLE && p == LD_PRECISION_FP16 && !flush) {
+        round_fp16_fused(level, src, dst, half, m, t);
+        return;
+    }
+    if (level == LD_EMU_LEVEL_AVX2 && (p == LD_PRECISION_BF16 || p == LD_PRECISION_TF32)) {
+        ld_low_bits_rounder r = ld_low_bits_rounder_make(
+            p == LD_PRECISION_TF32 ? 13 : 16,
+            p == LD_PRECISION_TF32 && o ? o->mode : LD_ROUND_NEAREST_EVEN);
+        ld_emu_avx2_round_low_bits(src, dst, m, r, flush, t);
         return;
     }
     if (p == LD_PRECISION_FP32 && !flush) { /* fp32: only flushing changes values */
         if (dst != src)
             memcpy(dst, src, (size_t)m * sizeof *dst);
-        if (simd)
-            count_pair_avx512(src, src, m, min_normal_bits(p), t);
-        else
-            count_pair_portable(src, src, m, min_normal_bits(p), t);
+        count_pair(level, src, src, m, min_normal_bits(p), t);
         return;
     }
-    round_chunk_generic(src, dst, m, p, o, simd, t);
+    round_chunk_generic(src, dst, m, p, o, level, t);
     if (half) /* exact: dst holds fp16 values */
-        ld_convert_fp32_to_fp16(dst, half, (size_t)m);
+        ld_convert_fp32_to_fp16_isa(round_isa_of(level), dst, half, (size_t)m);
 }
 
 /* Rounds n elements chunk by chunk on the calling thread. */
-static void round_serial(const float *src, float *dst, ld_fp16 *half, int64_t n, ld_precision p,
-                         const ld_round_options *o, ld_emu_tally *out)
+static void round_serial(ld_emu_level level, const float *src, float *dst, ld_fp16 *half,
+                         int64_t n, ld_precision p, const ld_round_options *o, ld_emu_tally *out)
 {
-    bool simd = simd_enabled();
     for (int64_t lo = 0; lo < n; lo += CHUNK) {
         int64_t m = n - lo < CHUNK ? n - lo : CHUNK;
-        round_chunk(src + lo, dst + lo, half ? half + lo : NULL, m, p, o, simd, out);
+        round_chunk(src + lo, dst + lo, half ? half + lo : NULL, m, p, o, level, out);
     }
 }
 
@@ -268,11 +336,11 @@ static void round_serial(const float *src, float *dst, ld_fp16 *half, int64_t n,
 static void round_chunks(const float *src, float *dst, ld_fp16 *half, int64_t n, ld_precision p,
                          const ld_round_options *o, int threads, ld_emu_tally *out)
 {
+    ld_emu_level level = ld_emu_level_active();
     if (threads <= 1 || n < PARALLEL_MIN) {
-        round_serial(src, dst, half, n, p, o, out);
+        round_serial(level, src, dst, half, n, p, o, out);
         return;
     }
-    bool simd = simd_enabled();
     int64_t n_chunks = (n + CHUNK - 1) / CHUNK;
     int64_t ov = 0, un = 0, sub = 0, inf = 0, nan = 0;
 #pragma omp parallel for num_threads(threads) schedule(static) \
@@ -280,7 +348,7 @@ static void round_chunks(const float *src, float *dst, ld_fp16 *half, int64_t n,
     for (int64_t c = 0; c < n_chunks; c++) {
         ld_emu_tally t = {0};
         int64_t lo = c * CHUNK, m = n - lo < CHUNK ? n - lo : CHUNK;
-        round_chunk(src + lo, dst + lo, half ? half + lo : NULL, m, p, o, simd, &t);
+        round_chunk(src + lo, dst + lo, half ? half + lo : NULL, m, p, o, level, &t);
         ov += t.overflows, un += t.underflows, sub += t.subnormals;
         inf += t.src_infs, nan += t.src_nans;
     }
@@ -297,8 +365,6 @@ void ld_emu_round_counted(const float *src, float *dst, int64_t n, ld_precision 
 bool ld_emu_round_fp16_keep(const float *src, float *dst, ld_fp16 *half, int64_t n,
                             int threads, ld_emu_tally *out)
 {
-    if (!simd_enabled())
-        return false;
     round_chunks(src, dst, half, n, LD_PRECISION_FP16, NULL, threads, out);
     return true;
 }
@@ -306,7 +372,14 @@ bool ld_emu_round_fp16_keep(const float *src, float *dst, ld_fp16 *half, int64_t
 void ld_emu_round_block(const float *src, float *dst, ld_fp16 *half, int64_t n, ld_precision p,
                         const ld_round_options *o, ld_emu_tally *t)
 {
-    round_serial(src, dst, half, n, p, o, t);
+    round_serial(ld_emu_level_active(), src, dst, half, n, p, o, t);
+}
+
+void ld_emu_round_counted_level(ld_emu_level level, const float *src, float *dst, ld_fp16 *half,
+                                int64_t n, ld_precision p, const ld_round_options *o,
+                                ld_emu_tally *t)
+{
+    round_serial(level, src, dst, half, n, p, o, t);
 }
 
 void ld_emu_scan_nonfinite(const ld_tensor *t, int threads, bool *has_nan, bool *has_inf)

@@ -1,7 +1,8 @@
 /* layerdiff — the emulated backend's rounding with counting (private to
  * backends/). It runs over every float output of every layer, so it is
- * vector code where the CPU allows (AVX-512, as the rounding library
- * dispatches: LAYERDIFF_NO_SIMD turns both off) and split over threads for
+ * vector code where the CPU allows (AVX2 + F16C or AVX-512, following the
+ * rounding library's dispatch: LAYERDIFF_NO_SIMD turns both off; levels and
+ * the test switch in emulated_count_internal.h) and split over threads for
  * large tensors; the counts are integers, so the result never depends on
  * either. */
 #ifndef LAYERDIFF_BACKENDS_EMULATED_COUNT_H
@@ -32,8 +33,9 @@ void ld_emu_round_counted(const float *src, float *dst, int64_t n, ld_precision 
 /* ld_emu_round_counted to fp16 (RNE, subnormals kept) that also stores the
  * results' float16 bits in half[n]: the float16 tensor an observer sees,
  * made in the same pass (a separate conversion for the observer was 12% of
- * an emulated --fp16 run of PaddleOCR det). Only on CPUs where the fused
- * AVX-512 path runs; returns false, doing nothing, elsewhere. */
+ * an emulated --fp16 run of PaddleOCR det). Fused on AVX2 and AVX-512 CPUs
+ * (the portable level converts after rounding). Returns true (it used to
+ * decline on CPUs without the fused path; callers still handle false). */
 bool ld_emu_round_fp16_keep(const float *src, float *dst, ld_fp16 *half, int64_t n,
                             int threads, ld_emu_tally *t);
 

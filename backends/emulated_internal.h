@@ -5,7 +5,9 @@
  *   emulated_outputs.c  rounding and counting its outputs (after compute, or in the
  *                       kernel through ld_kernel_ctx.round_block) and what observers see;
  *   emulated_isolate.c  one layer run on another backend's inputs (isolation);
- *   emulated_count.c    the counting rounding itself (vector code).
+ *   emulated_count.c    the counting rounding itself (vector code; levels and the
+ *                       test switch in emulated_count_internal.h, the AVX2 code in
+ *                       emulated_count_avx2.c).
  * See emulated.c for what the engine does and docs/numerics.md for why. */
 #ifndef LAYERDIFF_BACKENDS_EMULATED_INTERNAL_H
 #define LAYERDIFF_BACKENDS_EMULATED_INTERNAL_H

@@ -4,8 +4,9 @@
  * CMP_BLOCK elements. Each block is evaluated either by the portable
  * kernel (metrics_portable.c: any dtypes, any values, in double) or, for
  * blocks of finite values held as float32 (float16/bfloat16 widened
- * first), by the AVX-512 kernel (metrics_fast.c); both add the block into
- * a cmp_acc. The order statistics come from quantile.c: all errors kept
+ * first), by a vector kernel (metrics_fast.c drives the AVX-512 one,
+ * metrics_fast_avx512.c, or the AVX2 one, metrics_fast_avx2.c); all add
+ * the block into a cmp_acc. The order statistics come from quantile.c: all errors kept
  * and selected for small tensors; for large ones, intervals of keys around
  * each wanted rank, planned from a sample, that every block's errors are
  * counted against and kept inside (docs/metrics.md, "How the order
@@ -37,7 +38,7 @@ typedef struct cmp_params {
     double test_min_normal;
     double ref_shift;          /* side stats accumulate x - shift (near that side's values, */
     double test_shift;         /* or 0), so the variance does not cancel catastrophically */
-    bool kernel_shifted;       /* the AVX-512 kernel subtracts the shifts (else it sums x
+    bool kernel_shifted;       /* the vector kernels subtract the shifts (else they sum x
                                   itself: the shifts are small against the spread) */
 } cmp_params;
 
@@ -58,7 +59,7 @@ typedef struct cmp_acc {
     double srt_lo, srr_lo, stt_lo, sdd_lo; /* each sum is hi + lo, compensated (cmp_sum2_add):
                                        Σrt may cancel, and the others stay within a few
                                        ulps however many blocks add up */
-    /* The AVX-512 kernel derives Σrt = (Σr² + Σt² - Σ(t-r)²) / 2 (and, when it
+    /* The vector kernels derive Σrt = (Σr² + Σt² - Σ(t-r)²) / 2 (and, when it
        shifts, Σx² = Σ(x-c)² + c(2Σ(x-c) + n c)): each is off by a few ulps of
        the sum of its terms' magnitudes, accumulated here. When that is not
        small against the result (a cosine near 0, sides of different scales,
@@ -87,8 +88,8 @@ double cmp_ulp_scale(const cmp_params *p, double r);
 
 /* Σrt, Σr², Σt² over the finite pairs of m elements, compensated (hi + lo,
  * added to the acc's), for when the derived ones are not accurate enough
- * (cmp_acc: rt_scale). Portable (doubles) and AVX-512 (floats) versions
- * (metrics_similarity.c). */
+ * (cmp_acc: rt_scale). Portable (doubles) and vector (floats: AVX-512, or
+ * AVX2 in metrics_fast_avx2.c) versions (metrics_similarity.c). */
 void cmp_similarity_double(const double *r, const double *t, int m, cmp_acc *acc);
 void cmp_similarity_float_fast(const float *r, const float *t, int m, cmp_acc *acc);
 /* Whether the acc's derived sums are not accurate to a few ulps. */
@@ -128,7 +129,7 @@ typedef struct qsel {
     int64_t rank[QSEL_MAX_RANKS];
     int n_iv;
     int32_t lo[QSEL_MAX_RANKS], hi[QSEL_MAX_RANKS]; /* lo[i] <= hi[i] < lo[i + 1] */
-    /* Narrow keys (abs and rel in the AVX-512 kernel, which compares the two
+    /* Narrow keys (abs and rel in the vector kernels, which compare the two
        side by side as 16-bit numbers): key = ((wide key - 1) >> shift) -
        bias, the shift arithmetic and the result saturated to int16 - a
        monotone map that keeps the intervals inside -32766..32766, everything
@@ -155,12 +156,12 @@ static inline int32_t qsel_key_of(const qsel *q, double x)
     return v < INT16_MIN ? INT16_MIN : v > INT16_MAX ? INT16_MAX : (int32_t)v;
 }
 
-/* After a block of m elements the AVX-512 kernel fed: ge[i] keys were >=
+/* After a block of m elements a vector kernel fed: ge[i] keys were >=
  * lo[i] (the elements inside went to a cmp_pairs, see cmp_fast_expand). */
 void qsel_block_done(qsel *q, int64_t m, const int64_t *ge);
 
 /* The (r, t) pairs of the elements whose error in some measure fell inside
- * one of its intervals, kept by the AVX-512 kernel (scratch buffers). */
+ * one of its intervals, kept by a vector kernel (scratch buffers). */
 typedef struct cmp_pairs {
     float *r, *t;              /* cap + 16 each */
     int64_t n, cap;
@@ -172,15 +173,30 @@ typedef struct cmp_pairs {
 void cmp_pairs_reserve_block(cmp_pairs *pairs, int64_t m, float **r, float **t);
 void cmp_pairs_block_done(cmp_pairs *pairs, int64_t kept);
 
-/* The AVX-512 kernel (metrics_fast.c) for blocks held as float32. */
+/* The vector kernels for blocks held as float32 (metrics_fast.c picks one:
+ * metrics_fast_avx512.c, metrics_fast_avx2.c), best first. */
+typedef enum cmp_level {
+    CMP_LEVEL_PORTABLE = 0, /* no vector kernel: cmp_block_double for everything */
+    CMP_LEVEL_AVX2,         /* AVX2 + FMA + F16C + BMI2 + POPCNT, 256-bit vectors */
+    CMP_LEVEL_AVX512,       /* AVX-512 F/DQ/VL/BW */
+} cmp_level;
+/* The kernel in use: the best the CPU has, capped by cmp_force_level, or
+ * portable with LAYERDIFF_NO_SIMD=1 (anything but "" and "0") in the environment. */
+cmp_level cmp_fast_level(void);
+/* The best level the CPU supports, whatever is forced. */
+cmp_level cmp_cpu_level(void);
+/* Whether a vector kernel is in use (cmp_fast_level() > portable). */
 bool cmp_fast_available(void);
-/* Tests: force the portable kernels (also LAYERDIFF_NO_SIMD=1 in the environment). */
+/* Tests: cap the level (at most the CPU's: a higher one is taken as the
+ * CPU's); -1 goes back to the default (the environment decides). */
+void cmp_force_level(int level);
+/* Tests: force the portable kernels (on) or go back to the default (off). */
 void cmp_force_portable(bool on);
 /* Tests: how many comparisons with this scratch recomputed their errors
  * because an interval missed. */
 int64_t cmp_scratch_recomputed(const ld_compare_scratch *s);
-/* Whether the AVX-512 kernel can judge with these parameters (the CPU has
- * it, float tensors, finite tolerances >= 0). */
+/* Whether a vector kernel can judge with these parameters (the CPU has
+ * one, float tensors, finite tolerances >= 0). */
 bool cmp_fast_usable(const cmp_params *p);
 /* Judges the block like cmp_block_double and returns true, unless a value
  * is NaN or infinite: then it returns false having changed nothing in acc,
@@ -196,12 +212,72 @@ bool cmp_block_float_fast(const cmp_params *p, const float *r, const float *t, i
  * inside its intervals added to q[k] (cand, in_iv). */
 void cmp_fast_expand(const cmp_params *p, const cmp_pairs *pairs, qsel *q);
 
+/* ---- inside the vector kernels (metrics_fast*.c) ---- */
+
+/* What one kernel call judges and where its by-products go. */
+typedef struct cmp_kernel_args {
+    const cmp_params *p;
+    const float *r, *t;
+    int m16;                                    /* elements, a multiple of 16 */
+    double *store[CMP_MEASURES];                /* store mode: every error */
+    int32_t lo[CMP_MEASURES][QSEL_MAX_RANKS];   /* feed mode: interval bounds (pads */
+    int32_t hi[CMP_MEASURES][QSEL_MAX_RANKS];   /* have lo > every key > hi) */
+    const qsel *q;                              /* feed mode: the narrow maps */
+    float *kept_r, *kept_t;                     /* feed mode: pairs inside an interval
+                                                   (room for m16 + 16 each) */
+} cmp_kernel_args;
+
+/* What the block adds up to (committed by metrics_fast.c if it was finite). */
+typedef struct cmp_kernel_result {
+    double sum[CMP_MEASURES], dd, r1, r2, t1, t2;
+    double max[CMP_MEASURES];
+    float r_min, r_max, t_min, t_max;
+    uint32_t min_abs;  /* the smallest |r| or |t|, as bits */
+    int64_t equal;     /* pairs with t == r: every error exactly 0 */
+    bool maybe_fail;   /* some element may fail: count_failures recounts */
+    int64_t kept;
+    int64_t ge[CMP_MEASURES][QSEL_MAX_RANKS];
+} cmp_kernel_result;
+
+typedef void (*cmp_kernel_fn)(const cmp_kernel_args *, cmp_kernel_result *);
+typedef void (*cmp_expand_fn)(const cmp_params *, const float *, const float *, int64_t, qsel *);
+
+/* One instruction set's kernels; metrics_fast.c drives them alike. */
+typedef struct cmp_fast_ops {
+    cmp_kernel_fn store[2][2];         /* [allclose][shifted]: every error to A->store */
+    cmp_kernel_fn feed[2][2][2][2];    /* [allclose][shifted][ulp has an interval]
+                                          [abs or rel has 5]: errors to the intervals */
+    /* the exact counts of a block of m16 finite pairs that the kernel only
+       flags (zeros, subnormals, tiny references, overflows, underflows; the
+       failures), as cmp_block_double counts them */
+    void (*count_specials)(const cmp_params *p, const float *r, const float *t, int m16,
+                           bool ref_side, bool test_side, cmp_acc *acc);
+    void (*count_failures)(const cmp_params *p, const float *r, const float *t, int m16,
+                           int64_t base, cmp_acc *acc);
+    /* the first index whose error of measure k is x, computed as the kernel does */
+    int64_t (*find_first)(const cmp_params *p, const float *r, const float *t, int m16, int k,
+                          double x);
+    /* the kept pairs' errors into the intervals (n a multiple of 16): [ulp has
+       an interval][abs or rel has 5] */
+    cmp_expand_fn expand[2][2];
+} cmp_fast_ops;
+
+extern const cmp_fast_ops cmp_fast_avx512_ops; /* metrics_fast_avx512.c */
+extern const cmp_fast_ops cmp_fast_avx2_ops;   /* metrics_fast_avx2.c */
+
+/* A float32 no larger than x(1 - 2^-21) (x >= 0; FLT_MAX for anything
+ * above it): the bounds the kernels screen the verdict with. */
+float cmp_screen_bound(double x);
+
+/* The AVX2 Σrt, Σr², Σt² (cmp_similarity_float_fast's, metrics_fast_avx2.c). */
+void cmp_similarity_float_avx2(const float *r, const float *t, int m, cmp_acc *acc);
+
 /* Interval half-width in standard deviations of the sample rank (4).
  * Tests set it negative to force every interval to miss. */
 extern double qsel_bracket_sigmas;
 /* Tests: the same for the pivots of qsel_select_fast (3.5; negative makes
  * every bracket miss), and limits on the room for kept errors per measure
- * (qsel_cap_limit) and for the AVX-512 kernel's kept pairs (cmp_pairs_limit),
+ * (qsel_cap_limit) and for the vector kernels' kept pairs (cmp_pairs_limit),
  * to force the overflow paths. */
 extern double qsel_pivot_sigmas;
 extern int64_t qsel_cap_limit;
@@ -226,10 +302,29 @@ bool qsel_answer(qsel *q, int64_t n, int64_t zeros, int64_t infs, double *tmp, d
 void qsel_select(double *v, int64_t m, const int64_t *ranks, int k, double *out);
 
 /* The same, faster for large arrays when tmp (room for m + 16 doubles, NULL
- * for none) and AVX-512 are there: Floyd and Rivest's selection with
- * vector passes (at most QSEL_MAX_RANKS ranks at a time). v and tmp are
- * overwritten. */
+ * for none) and a vector level (AVX-512, AVX2) are there: Floyd and
+ * Rivest's selection with vector passes (at most QSEL_MAX_RANKS ranks at a
+ * time). v and tmp are overwritten. */
 void qsel_select_fast(double *v, int64_t m, const int64_t *ranks, int k, double *tmp, double *out);
+
+/* The AVX2 passes of qsel_select_fast and qsel_plan (quantile_avx2.c), as
+ * quantile.c's AVX-512 ones: one bracketing pass (how many of src are < lo,
+ * those in [lo, hi] to dst, room for len + 16, may be src); the counts of
+ * the same without keeping; the pass bracketing k ranks at once
+ * (qsel_bracket_avx2_k: m a multiple of 8, each bracket to dst[t] while it
+ * stays QSEL_CHUNK + 8 under end[t], full[t] set when it would not); and the
+ * sample keys inside each of q's intervals. */
+#define QSEL_CHUNK 1024
+int64_t qsel_bracket_pass_avx2(const double *src, int64_t len, double lo, double hi,
+                               double *dst, int64_t *below);
+int64_t qsel_count_in_avx2(const double *v, int64_t len, double lo, double hi, int64_t *below);
+#define QSEL_BRACKET_AVX2(k)                                                                   \
+    void qsel_bracket_avx2_##k(const double *v, int64_t m, const double *lo, const double *hi, \
+                               int64_t *below, double **dst, double *const *end, bool *full);
+QSEL_BRACKET_AVX2(1) QSEL_BRACKET_AVX2(2) QSEL_BRACKET_AVX2(3) QSEL_BRACKET_AVX2(4)
+QSEL_BRACKET_AVX2(5)
+#undef QSEL_BRACKET_AVX2
+void qsel_count_inside_avx2(const qsel *q, const double *sample, int64_t s, int64_t *inside);
 
 /* Nearest rank: element ceil(q n) - 1 of the sorted values, clamped. */
 int64_t qsel_rank(double q, int64_t n);

@@ -1,6 +1,6 @@
 /* layerdiff — the portable comparison kernel: any dtypes, any values, in
  * double, one element at a time (metrics_internal.h). It defines every
- * per-element result; the AVX-512 kernel (metrics_fast.c) reproduces them
+ * per-element result; the vector kernels (metrics_fast*.c) reproduce them
  * for the blocks it can take. */
 #include <math.h>
 #include <string.h>

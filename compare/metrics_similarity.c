@@ -47,7 +47,7 @@ TARGET static INLINE void sum2_add8(__m512d *hi, __m512d *lo, __m512d x)
     *hi = sum;
 }
 
-TARGET void cmp_similarity_float_fast(const float *r, const float *t, int m, cmp_acc *acc)
+TARGET static void similarity_float_avx512(const float *r, const float *t, int m, cmp_acc *acc)
 {
     /* float products are exact in double: TwoSum alone keeps every bit */
     __m512d hi[3], lo[3];
@@ -82,3 +82,11 @@ TARGET void cmp_similarity_float_fast(const float *r, const float *t, int m, cmp
     }
 }
 
+/* The vector kernel in use sums them (the AVX2 one in metrics_fast_avx2.c). */
+void cmp_similarity_float_fast(const float *r, const float *t, int m, cmp_acc *acc)
+{
+    if (cmp_fast_level() == CMP_LEVEL_AVX512)
+        similarity_float_avx512(r, t, m, acc);
+    else
+        cmp_similarity_float_avx2(r, t, m, acc);
+}

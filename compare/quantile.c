@@ -8,13 +8,14 @@
  *    hold a wanted rank and recurses; all-equal ranges stop at once, so
  *    ties cost nothing. O(m) per level, at most 8 levels, no O(m^2) input.
  *    qsel_select_fast does the same for large arrays by Floyd and Rivest's
- *    method with vector passes (pivots from a sample bracket each rank; a
- *    pass keeps what lies between them, about a tenth).
+ *    method with vector passes (AVX-512 here, AVX2 in quantile_avx2.c;
+ *    pivots from a sample bracket each rank; a pass keeps what lies between
+ *    them, about a tenth).
  *  - For large tensors, ld_compare_tensors does not keep the errors: it
  *    guesses from a sample an interval of keys (qsel_key: the high half of
  *    the bit pattern) around every wanted rank (qsel_plan), and while the
  *    blocks stream by counts the errors below each interval and keeps those
- *    inside (qsel_feed here, or the AVX-512 kernel). The answer is then
+ *    inside (qsel_feed here, or a vector kernel). The answer is then
  *    exact whenever the rank falls inside the kept errors; when it does not
  *    (rare: an interval spans 4 sample standard deviations each way) the
  *    caller recomputes exactly. */
@@ -224,8 +225,8 @@ int64_t qsel_cap_limit = INT64_MAX;
 /* One pass over src[0, len): how many are < lo (*below), and those in
  * [lo, hi] compressed to dst (room for len + 16; may be src, the writing
  * never gets ahead of the reading). Returns how many. */
-SEL_TARGET static int64_t bracket_pass(const double *src, int64_t len, double lo, double hi,
-                                       double *dst, int64_t *below)
+SEL_TARGET static int64_t bracket_pass_avx512(const double *src, int64_t len, double lo,
+                                              double hi, double *dst, int64_t *below)
 {
     const __m512d vlo = _mm512_set1_pd(lo), vhi = _mm512_set1_pd(hi);
     int64_t under = 0, len8 = len & ~(int64_t)7;
@@ -249,8 +250,8 @@ SEL_TARGET static int64_t bracket_pass(const double *src, int64_t len, double lo
 }
 
 /* How many of v[0, len) are < lo (*below) and in [lo, hi] (returned). */
-SEL_TARGET static int64_t count_in(const double *v, int64_t len, double lo, double hi,
-                                   int64_t *below)
+SEL_TARGET static int64_t count_in_avx512(const double *v, int64_t len, double lo, double hi,
+                                          int64_t *below)
 {
     const __m512d vlo = _mm512_set1_pd(lo), vhi = _mm512_set1_pd(hi);
     int64_t under = 0, in = 0, len8 = len & ~(int64_t)7;
@@ -266,6 +267,22 @@ SEL_TARGET static int64_t count_in(const double *v, int64_t len, double lo, doub
     }
     *below = under;
     return in;
+}
+
+/* The passes of the vector level in use (the callers need one). */
+static int64_t bracket_pass(const double *src, int64_t len, double lo, double hi, double *dst,
+                            int64_t *below)
+{
+    if (cmp_fast_level() == CMP_LEVEL_AVX512)
+        return bracket_pass_avx512(src, len, lo, hi, dst, below);
+    return qsel_bracket_pass_avx2(src, len, lo, hi, dst, below);
+}
+
+static int64_t count_in(const double *v, int64_t len, double lo, double hi, int64_t *below)
+{
+    if (cmp_fast_level() == CMP_LEVEL_AVX512)
+        return count_in_avx512(v, len, lo, hi, below);
+    return qsel_count_in_avx2(v, len, lo, hi, below);
 }
 
 /* Pivots around rank j of v[0, len) from a sample: both are elements of v,
@@ -358,7 +375,7 @@ static double select_in_place_small(double *v, int64_t len, int64_t j)
  * k ranks (a constant in each instantiation below): counts below each
  * bracket, compresses each bracket to dst[t] while it stays under end[t]
  * (checked every chunk; full[t] set when it would not). */
-#define SEL_CHUNK 1024
+#define SEL_CHUNK QSEL_CHUNK
 SEL_TARGET static inline __attribute__((always_inline)) void
 bracket_all(const double *v, int64_t m, const int k, const double *lo_v, const double *hi_v,
             int64_t *below, double **dst, double *const *end, bool *full)
@@ -408,8 +425,10 @@ typedef void (*bracket_fn)(const double *, int64_t, const double *, const double
     }
 BRACKET(1) BRACKET(2) BRACKET(3) BRACKET(4) BRACKET(5)
 #undef BRACKET
-static const bracket_fn brackets[QSEL_MAX_RANKS] = {bracket_1, bracket_2, bracket_3, bracket_4,
-                                                     bracket_5};
+static const bracket_fn brackets[2][QSEL_MAX_RANKS] = {
+    {qsel_bracket_avx2_1, qsel_bracket_avx2_2, qsel_bracket_avx2_3, qsel_bracket_avx2_4,
+     qsel_bracket_avx2_5},
+    {bracket_1, bracket_2, bracket_3, bracket_4, bracket_5}};
 
 /* The elements of ranks j[0..k) of v[0, m) (v unchanged), out[i] for j[i]:
  * one first vector pass brackets every rank at once, each bracket going to
@@ -433,7 +452,7 @@ static void select_many(const double *v, int64_t m, const int64_t *j, int k, dou
         qsel_select(tmp, m, j, k, out);
         return;
     }
-    brackets[k - 1](v, m8, lo, hi, below, dst, end, full);
+    brackets[cmp_fast_level() == CMP_LEVEL_AVX512][k - 1](v, m8, lo, hi, below, dst, end, full);
     for (int64_t i = m8; i < m; i++) /* the last few */
         for (int t = 0; t < k; t++) {
             below[t] += v[i] < lo[t];
@@ -493,8 +512,12 @@ SEL_TARGET static void count_inside_avx512(const qsel *q, const double *sample, 
 
 static void count_inside(const qsel *q, const double *sample, int64_t s, int64_t *inside)
 {
-    if (cmp_fast_available()) {
+    if (cmp_fast_level() == CMP_LEVEL_AVX512) {
         count_inside_avx512(q, sample, s, inside);
+        return;
+    }
+    if (cmp_fast_level() == CMP_LEVEL_AVX2) {
+        qsel_count_inside_avx2(q, sample, s, inside);
         return;
     }
     for (int v = 0; v < q->n_iv; v++)

@@ -23,8 +23,23 @@
  * tests/support/fp16_reference.h runs too and must agree. Without AVX-512
  * the scalar reference runs alone on every 61st first operand (a sample).
  *
- * Built -O2 without sanitizers; two threads; about 18 s of CPU (9 s on two
- * idle cores). */
+ * Then the engine's counted rounding (backends/emulated_count.c, what
+ * every layer output goes through): on all 2^32 fp32 bit patterns, in chunks
+ * of 2^16, ld_emu_round_counted_level at every vector level this CPU runs
+ * (AVX2 and, where present, AVX-512 F and F+BW+VL) must give the library's
+ * values (ld_round_array_isa of the dispatched instruction set, which
+ * tests/exhaustive_round.c proves equal to the portable code and the
+ * definitions on every input), the same float16 bits (as
+ * ld_emu_round_fp16_keep stores them) and, per chunk, the same counters as a scalar
+ * tally written from the definitions (overflow: finite -> inf; underflow:
+ * nonzero -> 0; subnormal result in the target's range; inf and NaN
+ * sources), for fp16 and bf16 (round to nearest even, subnormals kept: the
+ * fused paths of --fp16 / --bf16 runs). On every 17th chunk also flushing,
+ * tf32 in its three modes, the portable level, fp16 without the float16
+ * bits and rounding in place.
+ *
+ * Built -O2 without sanitizers; two threads; about 50 s of CPU on Zen 3
+ * (half that on two idle cores). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,6 +58,7 @@
 #include <immintrin.h>
 #endif
 
+#include "backends/emulated_count_internal.h"
 #include "layerdiff/round.h"
 #include "tests/support/fp16_reference.h"
 
@@ -56,6 +72,7 @@ static const char *const op_names[OP_COUNT] = {"add", "sub", "mul", "div", "sqrt
 
 typedef struct check {
     char name[96];
+    const char *skip_reason; /* NULL when the check runs */
     pthread_mutex_t lock;
     unsigned long long mismatches, checked;
     int examples;
@@ -264,9 +281,185 @@ static void check_sqrt(void)
     checks[OP_SQRT].checked = ALL;
 }
 
+/* --- the engine's counted rounding, all 2^32 inputs ---------------------------------------- */
+
+#define COUNT_CHUNK (1u << 16)
+#define COUNT_CHUNKS (1u << 16) /* COUNT_CHUNK * COUNT_CHUNKS = 2^32 */
+#define COUNT_SAMPLE_EVERY 17   /* chunks between runs of the sampled variants (odd) */
+
+typedef struct count_variant {
+    const char *name;
+    ld_precision p;
+    ld_round_options o;
+    bool every_chunk; /* else every COUNT_SAMPLE_EVERY-th */
+} count_variant;
+
+static const count_variant count_variants[] = {
+    {"fp16", LD_PRECISION_FP16, {LD_ROUND_NEAREST_EVEN, false}, true},
+    {"bf16", LD_PRECISION_BF16, {LD_ROUND_NEAREST_EVEN, false}, true},
+    {"fp16 flush", LD_PRECISION_FP16, {LD_ROUND_NEAREST_EVEN, true}, false},
+    {"bf16 flush", LD_PRECISION_BF16, {LD_ROUND_NEAREST_EVEN, true}, false},
+    {"tf32 rne", LD_PRECISION_TF32, {LD_ROUND_NEAREST_EVEN, false}, false},
+    {"tf32 rna", LD_PRECISION_TF32, {LD_ROUND_NEAREST_AWAY, false}, false},
+    {"tf32 rz flush", LD_PRECISION_TF32, {LD_ROUND_TOWARD_ZERO, true}, false},
+};
+#define COUNT_VARIANTS (int)(sizeof count_variants / sizeof count_variants[0])
+
+static check count_checks[COUNT_VARIANTS][LD_EMU_LEVEL_COUNT_];
+static ld_round_isa library_isa; /* ld_round_isa_detected() */
+static atomic_uint next_count_chunk;
+
+/* The counters from their definitions, on float values (no bit tricks);
+ * written with & on comparisons so that the loop vectorizes. */
+static void reference_tally(const float *x, const float *r, uint32_t n, ld_precision p,
+                            ld_emu_tally *t)
+{
+    const float min_normal = p == LD_PRECISION_FP16 ? 0x1p-14f : 0x1p-126f;
+    uint32_t ov = 0, un = 0, sub = 0, inf = 0, nan = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        float ax = fabsf(x[i]), ar = fabsf(r[i]);
+        ov += (ax < INFINITY) & (ar == INFINITY);
+        un += (x[i] != 0) & (r[i] == 0);
+        sub += (ar != 0) & (ar < min_normal);
+        inf += ax == INFINITY;
+        nan += x[i] != x[i];
+    }
+    *t = (ld_emu_tally){ov, un, sub, inf, nan};
+}
+
+static bool same_tally(const ld_emu_tally *a, const ld_emu_tally *b)
+{
+    return a->overflows == b->overflows && a->underflows == b->underflows &&
+           a->subnormals == b->subnormals && a->src_infs == b->src_infs &&
+           a->src_nans == b->src_nans;
+}
+
+typedef struct count_buffers {
+    float x[COUNT_CHUNK], want[COUNT_CHUNK], got[COUNT_CHUNK];
+    ld_fp16 half_want[COUNT_CHUNK], half[COUNT_CHUNK];
+} count_buffers;
+
+/* Records the first wrong value of a chunk (a = its input's high half, b its
+ * low half, got its bits' high half), or, values right, a wrong tally (b =
+ * 0xFFFF, got = the counter: 0 overflows, ..., 4 NaN sources). */
+static void check_counted(check *c, const count_buffers *bb, uint32_t chunk, bool with_half,
+                          const ld_emu_tally *got, const ld_emu_tally *want)
+{
+    if (memcmp(bb->got, bb->want, sizeof bb->got) != 0) {
+        for (uint32_t i = 0; i < COUNT_CHUNK; i++) {
+            uint32_t g, w;
+            memcpy(&g, &bb->got[i], 4), memcpy(&w, &bb->want[i], 4);
+            if (g != w) {
+                record(c, (uint16_t)chunk, (uint16_t)i, (uint16_t)(g >> 16));
+                return;
+            }
+        }
+    }
+    if (with_half && memcmp(bb->half, bb->half_want, sizeof bb->half) != 0) {
+        for (uint32_t i = 0; i < COUNT_CHUNK; i++)
+            if (bb->half[i].bits != bb->half_want[i].bits) {
+                record(c, (uint16_t)chunk, (uint16_t)i, bb->half[i].bits);
+                return;
+            }
+    }
+    if (!same_tally(got, want)) {
+        uint16_t which = got->overflows != want->overflows     ? 0
+                         : got->underflows != want->underflows ? 1
+                         : got->subnormals != want->subnormals ? 2
+                         : got->src_infs != want->src_infs     ? 3 : 4;
+        record(c, (uint16_t)chunk, 0xFFFF, which);
+    }
+}
+
+static void count_chunk(count_buffers *bb, uint32_t chunk)
+{
+    for (uint32_t i = 0; i < COUNT_CHUNK; i++) {
+        uint32_t u = chunk << 16 | i;
+        memcpy(&bb->x[i], &u, 4);
+    }
+    bool sampled = chunk % COUNT_SAMPLE_EVERY == 0;
+    for (int v = 0; v < COUNT_VARIANTS; v++) {
+        const count_variant *cv = &count_variants[v];
+        if (!cv->every_chunk && !sampled)
+            continue;
+        /* the library's values, from its dispatched code: tests/
+         * exhaustive_round.c proves them equal to the portable code's */
+        memcpy(bb->want, bb->x, sizeof bb->want);
+        ld_round_array_isa(library_isa, bb->want, COUNT_CHUNK, cv->p, &cv->o);
+        ld_emu_tally want;
+        reference_tally(bb->x, bb->want, COUNT_CHUNK, cv->p, &want);
+        bool with_half = cv->p == LD_PRECISION_FP16 && !cv->o.flush_denormals;
+        if (with_half)
+            ld_convert_fp32_to_fp16_isa(library_isa, bb->want, bb->half_want, COUNT_CHUNK);
+        for (int level = LD_EMU_LEVEL_PORTABLE; level < LD_EMU_LEVEL_COUNT_; level++) {
+            check *c = &count_checks[v][level];
+            if (c->skip_reason || (level == LD_EMU_LEVEL_PORTABLE && !sampled))
+                continue;
+            ld_emu_tally got = {0};
+            if (with_half && sampled) { /* the same without the float16 bits */
+                ld_emu_round_counted_level((ld_emu_level)level, bb->x, bb->got, NULL, COUNT_CHUNK,
+                                           cv->p, &cv->o, &got);
+                check_counted(c, bb, chunk, false, &got, &want);
+                got = (ld_emu_tally){0};
+            }
+            if (sampled && (chunk / COUNT_SAMPLE_EVERY) % 2) { /* in place */
+                memcpy(bb->got, bb->x, sizeof bb->got);
+                ld_emu_round_counted_level((ld_emu_level)level, bb->got, bb->got,
+                                           with_half ? bb->half : NULL, COUNT_CHUNK, cv->p, &cv->o,
+                                           &got);
+            } else {
+                ld_emu_round_counted_level((ld_emu_level)level, bb->x, bb->got,
+                                           with_half ? bb->half : NULL, COUNT_CHUNK, cv->p, &cv->o,
+                                           &got);
+            }
+            check_counted(c, bb, chunk, with_half, &got, &want);
+            add_checked(c, COUNT_CHUNK);
+        }
+    }
+}
+
+static void *count_worker(void *arg)
+{
+    (void)arg;
+    count_buffers *bb = malloc(sizeof *bb);
+    if (!bb) {
+        fprintf(stderr, "exhaustive_emulation: out of memory\n");
+        exit(2);
+    }
+    for (;;) {
+        unsigned chunk = atomic_fetch_add(&next_count_chunk, 1u);
+        if (chunk >= COUNT_CHUNKS)
+            break;
+        count_chunk(bb, chunk);
+    }
+    free(bb);
+    return NULL;
+}
+
+static void setup_count_checks(void)
+{
+    library_isa = ld_round_isa_detected();
+    for (int v = 0; v < COUNT_VARIANTS; v++)
+        for (int level = 0; level < LD_EMU_LEVEL_COUNT_; level++) {
+            check *c = &count_checks[v][level];
+            const count_variant *cv = &count_variants[v];
+            pthread_mutex_init(&c->lock, NULL);
+            c->skip_reason = ld_emu_level_supported((ld_emu_level)level)
+                                 ? NULL : "this CPU cannot run this level";
+            snprintf(c->name, sizeof c->name, "counted rounding %s, level %s (%s)", cv->name,
+                     ld_emu_level_name((ld_emu_level)level),
+                     cv->every_chunk && level != LD_EMU_LEVEL_PORTABLE ? "all 2^32 inputs"
+                                                                      : "1/17 of the inputs");
+        }
+}
+
 static void report_check(void **state)
 {
     check *c = *state;
+    if (c->skip_reason) {
+        print_message("skipped: %s\n", c->skip_reason);
+        skip();
+    }
     if (c->mismatches == 0)
         return;
     print_error("%s: %llu of %llu results wrong; first ones found:\n", c->name, c->mismatches,
@@ -331,11 +524,32 @@ int main(void)
            seconds_since(&start), THREADS);
     fflush(stdout);
 
-    struct CMUnitTest tests[OP_COUNT + 1];
+    setup_count_checks();
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (int t = 0; t < THREADS; t++)
+        if (pthread_create(&threads[t], NULL, count_worker, NULL) != 0) {
+            fprintf(stderr, "exhaustive_emulation: cannot start a thread\n");
+            return 2;
+        }
+    for (int t = 0; t < THREADS; t++)
+        pthread_join(threads[t], NULL);
+    unsigned long long counted = 0;
+    for (int v = 0; v < COUNT_VARIANTS; v++)
+        for (int level = 0; level < LD_EMU_LEVEL_COUNT_; level++)
+            counted += count_checks[v][level].checked;
+    printf("exhaustive_emulation: %llu counted roundings checked in %.1f s on %d threads\n",
+           counted, seconds_since(&start), THREADS);
+    fflush(stdout);
+
+    struct CMUnitTest tests[OP_COUNT + 1 + COUNT_VARIANTS * LD_EMU_LEVEL_COUNT_];
     int n = 0;
     for (int op = 0; op < OP_COUNT; op++)
         tests[n++] = (struct CMUnitTest){checks[op].name, report_check, NULL, NULL, &checks[op]};
     if (have_avx512)
         tests[n++] = (struct CMUnitTest){cross_check.name, report_check, NULL, NULL, &cross_check};
+    for (int v = 0; v < COUNT_VARIANTS; v++)
+        for (int level = 0; level < LD_EMU_LEVEL_COUNT_; level++)
+            tests[n++] = (struct CMUnitTest){count_checks[v][level].name, report_check, NULL, NULL,
+                                             &count_checks[v][level]};
     return _cmocka_run_group_tests("exhaustive_emulation", tests, (size_t)n, NULL, NULL);
 }

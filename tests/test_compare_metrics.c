@@ -81,7 +81,7 @@ static void identical_body(void)
 static void test_identical(void **state)
 {
     (void)state;
-    cmpt_both_kernels(identical_body);
+    cmpt_each_kernel(identical_body);
 }
 
 /* r = {1, 2, 4, 0}, t = {1.5, 2, 3, 2^-10}: every field by hand. */
@@ -138,7 +138,7 @@ static void small_body(void)
 static void test_small_by_hand(void **state)
 {
     (void)state;
-    cmpt_both_kernels(small_body);
+    cmpt_each_kernel(small_body);
 }
 
 /* Nearest rank on 10 and 100 values: errors 1..n in shuffled order. */
@@ -174,7 +174,7 @@ static void percentiles_body(void)
 static void test_percentiles(void **state)
 {
     (void)state;
-    cmpt_both_kernels(percentiles_body);
+    cmpt_each_kernel(percentiles_body);
 }
 
 static void specials_body(void)
@@ -229,7 +229,7 @@ static void specials_body(void)
 static void test_nan_and_inf(void **state)
 {
     (void)state;
-    cmpt_both_kernels(specials_body);
+    cmpt_each_kernel(specials_body);
 }
 
 static void subnormals_body(void)
@@ -260,7 +260,7 @@ static void subnormals_body(void)
 static void test_subnormals(void **state)
 {
     (void)state;
-    cmpt_both_kernels(subnormals_body);
+    cmpt_each_kernel(subnormals_body);
 }
 
 static void test_empty_and_scalar(void **state)
@@ -335,7 +335,7 @@ static void fp16_body(void)
 static void test_fp16_against_fp32(void **state)
 {
     (void)state;
-    cmpt_both_kernels(fp16_body);
+    cmpt_each_kernel(fp16_body);
 }
 
 static void test_shape_and_dtype_errors(void **state)
@@ -441,7 +441,7 @@ static void element_rules_body(void)
 static void test_element_rules(void **state)
 {
     (void)state;
-    cmpt_both_kernels(element_rules_body);
+    cmpt_each_kernel(element_rules_body);
 }
 
 static void check_stats_body(void)
@@ -473,7 +473,7 @@ static void check_stats_body(void)
 static void test_check_stats(void **state)
 {
     (void)state;
-    cmpt_both_kernels(check_stats_body);
+    cmpt_each_kernel(check_stats_body);
 }
 
 static void test_overflow_by_precision(void **state)
@@ -607,7 +607,7 @@ static void similarity_body(void)
                 char label[160];
                 snprintf(label, sizeof label, "%s, n=%lld, %s/%s, %s", sim_kind_names[kind],
                          (long long)n, ld_dtype_name(types[ti][0]), ld_dtype_name(types[ti][1]),
-                         cmp_fast_available() ? "AVX-512 allowed" : "portable forced");
+                         cmpt_kernel_name());
                 cmpt_assert_similarity(&m, cosine, snr_db, l2_rel, label);
                 ld_tensor_destroy(rt);
                 ld_tensor_destroy(tt);
@@ -617,7 +617,7 @@ static void similarity_body(void)
 static void test_similarity_accuracy(void **state)
 {
     (void)state;
-    cmpt_both_kernels(similarity_body);
+    cmpt_each_kernel(similarity_body);
 }
 
 int main(void)

@@ -422,7 +422,7 @@ static void random_body(void)
 static void test_random_against_plain(void **state)
 {
     (void)state;
-    cmpt_both_kernels(random_body);
+    cmpt_each_kernel(random_body);
 }
 
 /* Elements at the verdict's edges: |t - r| within a few float steps of atol,
@@ -515,7 +515,7 @@ static void verdict_edges_body(void)
 static void test_verdict_edges(void **state)
 {
     (void)state;
-    cmpt_both_kernels(verdict_edges_body);
+    cmpt_each_kernel(verdict_edges_body);
 }
 
 /* Intervals that always miss: the exact recomputation answers instead. */
@@ -569,7 +569,7 @@ static void overflow_body(void)
             char label[64];
             snprintf(label, sizeof label, "overflow limits %zu kind %d", li, kinds[ki]);
             check_against_plain(rt, tt, LD_PRECISION_FP32, &tol, scratch, label);
-            /* the pairs exist in the AVX-512 kernel only */
+            /* the pairs exist in the vector kernels only */
             bool expect = limits[li].surely &&
                           (limits[li].cap < INT64_MAX || cmp_fast_available());
             if (expect && cmp_scratch_recomputed(scratch) == before)
@@ -585,7 +585,7 @@ static void overflow_body(void)
 static void test_overflow_recomputes(void **state)
 {
     (void)state;
-    cmpt_both_kernels(overflow_body);
+    cmpt_each_kernel(overflow_body);
 }
 
 /* The faster selection (Floyd and Rivest's, with vector passes) against
@@ -640,7 +640,7 @@ static void select_fast_body(void)
 static void test_select_fast_against_qsort(void **state)
 {
     (void)state;
-    cmpt_both_kernels(select_fast_body);
+    cmpt_each_kernel(select_fast_body);
 }
 
 /* The side statistics of a large tensor far from 0 (mean 1000, spread
@@ -682,7 +682,7 @@ static void side_stats_body(void)
 static void test_side_stats_far_from_zero(void **state)
 {
     (void)state;
-    cmpt_both_kernels(side_stats_body);
+    cmpt_each_kernel(side_stats_body);
 }
 
 int main(void)

@@ -1,14 +1,19 @@
 /* Unit tests for the float32 convolution fast paths of backends/kernels/:
- * the AVX-512 direct convolution (conv_direct.c) on random geometries
- * (1-D, 2-D, 3-D; strides 1 and 2 in the innermost dimension, others in the
- * outer ones; dilations; asymmetric padding; channel counts that fill no
- * tile; planes narrower and wider than a vector; bias or none), against
+ * the direct convolution (conv_direct.c) at every instruction-set level the
+ * CPU runs (AVX-512F and AVX2 + FMA; an AVX-512 machine also tests AVX2,
+ * through ld_conv_direct_force_level) on random geometries (1-D, 2-D, 3-D;
+ * strides 1 and 2 in the innermost dimension, others in the outer ones;
+ * dilations; asymmetric padding; channel counts that fill no tile; planes
+ * narrower and wider than a vector; bias or none), and every tile variant
+ * of each level forced on geometries with tails, against
  *   - a scalar emulation of its documented order (fmaf over c, kd, kh, kw
  *     from +0, then + bias): bit for bit;
  *   - a double-precision reference: within (K + 2) u sum|x*w| + u|bias|;
  *   - itself on 1 and 2 threads: bit for bit;
- * and padding semantics (an infinite weight times a padding zero is NaN, as
- * with im2col). Skipped with a message on CPUs without AVX-512F. */
+ * the product ld_gemm_direct_f32 and ld_interleave2_add_f32 (ConvTranspose's)
+ * the same way, and padding semantics (an infinite weight times a padding
+ * zero is NaN, as with im2col). Levels the CPU lacks are skipped with a
+ * message. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +27,7 @@
 
 #include "backends/kernels/conv_common.h"
 #include "backends/kernels/conv_direct.h"
+#include "backends/kernels/conv_direct_internal.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 
@@ -159,19 +165,56 @@ static void check_case(const conv_case *t, const char *label)
     free(emulated), free(exact), free(bound), free(y1), free(y2);
 }
 
-static void skip_without_avx512(void)
+/* The levels with kernels, best first; levels[i] is tested when supported. */
+static const ld_conv_direct_level levels[] = {LD_CONV_DIRECT_AVX512, LD_CONV_DIRECT_AVX2};
+#define N_LEVELS 2
+
+/* Forces level i; false (with a message, once per test) when the CPU lacks it. */
+static bool use_level(int i)
 {
-    if (!ld_conv_direct_available()) {
-        printf("# skipped: this CPU has no AVX-512F\n");
+    if (ld_conv_direct_force_level(levels[i]))
+        return true;
+    printf("# %s: not on this CPU, skipped\n", ld_conv_direct_level_name(levels[i]));
+    return false;
+}
+
+/* After a test: back to detection and the cost model. */
+static int restore_auto(void **state)
+{
+    (void)state;
+    ld_conv_direct_force_variant(-1);
+    ld_conv_direct_force_level(LD_CONV_DIRECT_AUTO);
+    return 0;
+}
+
+static void skip_without_kernels(void)
+{
+    if (!ld_conv_direct_level_supported(LD_CONV_DIRECT_AVX2) &&
+        !ld_conv_direct_level_supported(LD_CONV_DIRECT_AVX512)) {
+        printf("# skipped: this CPU has neither AVX-512F nor AVX2 + FMA\n");
         skip();
     }
+}
+
+/* check_case at every supported level. */
+static void check_all_levels(const conv_case *t, const char *label)
+{
+    for (int i = 0; i < N_LEVELS; i++) {
+        if (!ld_conv_direct_level_supported(levels[i]))
+            continue;
+        assert_true(ld_conv_direct_force_level(levels[i]));
+        char full[200];
+        snprintf(full, sizeof full, "%s [%s]", label, ld_conv_direct_level_name(levels[i]));
+        check_case(t, full);
+    }
+    ld_conv_direct_force_level(LD_CONV_DIRECT_AUTO);
 }
 
 /* Random geometries of every rank the kernel takes. */
 static void test_direct_random(void **state)
 {
     (void)state;
-    skip_without_avx512();
+    skip_without_kernels();
     int done = 0;
     for (int trial = 0; done < 120 && trial < 1000; trial++) {
         int nd = (int)pick(1, 3);
@@ -199,7 +242,7 @@ static void test_direct_random(void **state)
                  (long long)t.g.in[0], (long long)t.g.in[1], (long long)t.g.in[2],
                  (long long)t.g.k[0], (long long)t.g.k[1], (long long)t.g.k[2],
                  (long long)t.g.s[2]);
-        check_case(&t, label);
+        check_all_levels(&t, label);
         free(t.x), free(t.w), free(t.b);
         done++;
     }
@@ -211,7 +254,7 @@ static void test_direct_random(void **state)
 static void test_direct_model_shapes(void **state)
 {
     (void)state;
-    skip_without_avx512();
+    skip_without_kernels();
     static const int64_t shapes[][6] = {
         /* C, M, H = W, k, stride, pad */
         {96, 24, 40, 3, 1, 1}, {3, 16, 64, 3, 2, 1}, {16, 32, 48, 1, 1, 0},
@@ -230,7 +273,7 @@ static void test_direct_model_shapes(void **state)
         t.b = i % 2 ? NULL : random_floats(t.M);
         char label[64];
         snprintf(label, sizeof label, "model shape %zu", i);
-        check_case(&t, label);
+        check_all_levels(&t, label);
         free(t.x), free(t.w), free(t.b);
     }
 }
@@ -240,7 +283,7 @@ static void test_direct_model_shapes(void **state)
 static void test_direct_padding_nan(void **state)
 {
     (void)state;
-    skip_without_avx512();
+    skip_without_kernels();
     int64_t in[2] = {5, 20}, k[2] = {3, 3}, s[2] = {1, 1}, d[2] = {1, 1}, p[2] = {1, 1};
     conv_case t = {.C = 1, .M = 1};
     assert_true(make_geom(&t.g, 2, in, k, s, d, p, p));
@@ -251,16 +294,183 @@ static void test_direct_padding_nan(void **state)
     for (int i = 0; i < 9; i++)
         t.w[i] = 0.0f;
     t.w[0] = INFINITY; /* tap (0, 0): outside for the first row and column */
-    float *y = run_direct(&t, 1);
-    for (int64_t oh = 0; oh < 5; oh++)
-        for (int64_t ow = 0; ow < 20; ow++) {
-            float v = y[oh * 20 + ow];
-            if (oh == 0 || ow == 0)
-                assert_true(isnan(v));
-            else
-                assert_true(isinf(v) && v > 0);
+    for (int i = 0; i < N_LEVELS; i++) {
+        if (!use_level(i))
+            continue;
+        float *y = run_direct(&t, 1);
+        for (int64_t oh = 0; oh < 5; oh++)
+            for (int64_t ow = 0; ow < 20; ow++) {
+                float v = y[oh * 20 + ow];
+                if (oh == 0 || ow == 0)
+                    assert_true(isnan(v));
+                else
+                    assert_true(isinf(v) && v > 0);
+            }
+        free(y);
+    }
+    free(t.x), free(t.w);
+}
+
+/* Every tile variant of every level, forced, on geometries with tails: M not
+ * a multiple of the channel block, rows ending in a partial tile and a
+ * partial vector, stride 2 with odd padding, dilation, 1-D, 3-D, and
+ * pointwise planes. */
+static void test_direct_every_variant(void **state)
+{
+    (void)state;
+    skip_without_kernels();
+    for (int li = 0; li < N_LEVELS; li++) {
+        if (!use_level(li))
+            continue;
+        int lanes = levels[li] == LD_CONV_DIRECT_AVX512 ? 16 : 8;
+        int count = ld_conv_direct_variant_count();
+        assert_true(count >= 5);
+        for (int v = 0; v < count; v++) {
+            ld_conv_direct_force_variant(v);
+            for (int shape = 0; shape < 6; shape++) {
+                /* nd, in (d, h, w), k, s (innermost), d (innermost), pads */
+                int nd = shape == 3 ? 1 : shape == 4 ? 3 : 2;
+                int64_t wide = 2 * 6 * lanes + 3; /* two of the widest tiles and a bit */
+                int64_t in[3], k[3], st[3], dl[3], pb[3], pe[3];
+                for (int i = 0; i < 3; i++)
+                    in[i] = 3, k[i] = 1, st[i] = 1, dl[i] = 1, pb[i] = 0, pe[i] = 0;
+                int last = nd - 1;
+                switch (shape) {
+                case 0: /* 3x3, pad 1, a wide row */
+                    in[last] = wide, k[0] = k[1] = 3, pb[0] = pb[1] = pe[0] = pe[1] = 1;
+                    break;
+                case 1: /* 3x3 stride 2, odd left pad, rows of both parities */
+                    in[0] = 5, in[last] = wide + 6, k[0] = k[1] = 3, st[0] = st[1] = 2;
+                    pb[0] = pb[1] = 1, pe[1] = 2;
+                    break;
+                case 2: /* narrow row, kernel width 5, dilation 2 */
+                    in[last] = 11, k[0] = 2, k[1] = 5, dl[1] = 2, pb[1] = 3, pe[1] = 2;
+                    break;
+                case 3: /* 1-D, stride 2, dilation 2 */
+                    in[0] = wide + 9, k[0] = 4, st[0] = 2, dl[0] = 2, pb[0] = 2, pe[0] = 1;
+                    break;
+                case 4: /* 3-D */
+                    in[0] = 3, in[1] = 4, in[2] = lanes + 5, k[0] = 2, k[1] = 2, k[2] = 3;
+                    pb[2] = 1, pe[2] = 1;
+                    break;
+                default: /* pointwise, a plane ending in a partial vector */
+                    in[0] = 3, in[1] = wide;
+                    break;
+                }
+                conv_case t = {.C = 3 + v % 3};
+                assert_true(make_geom(&t.g, nd, in, k, st, dl, pb, pe));
+                t.M = 1 + (shape * 7 + v * 5) % 30;
+                assert_true(ld_conv_direct_fits(&t.g, t.C, t.M));
+                t.x = random_floats(t.C * t.g.in_size);
+                t.w = random_floats(t.M * t.C * t.g.k_size);
+                t.b = shape % 2 ? random_floats(t.M) : NULL;
+                char label[96];
+                snprintf(label, sizeof label, "%s variant %d shape %d M %lld",
+                         ld_conv_direct_level_name(levels[li]), v, shape, (long long)t.M);
+                check_case(&t, label);
+                free(t.x), free(t.w), free(t.b);
+            }
         }
-    free(y), free(t.x), free(t.w);
+        ld_conv_direct_force_variant(-1);
+    }
+}
+
+/* ld_gemm_direct_f32 (ConvTranspose's product), A plain and transposed,
+ * with row strides wider than the rows (N = 87: a last vector of 7 of 8
+ * or 16 lanes, whose masked store must not reach the gap): the FMA chain over k from +0, bit
+ * for bit, on 1 and 2 threads, with every variant of every level. */
+static void test_gemm_direct(void **state)
+{
+    (void)state;
+    skip_without_kernels();
+    const int64_t M = 29, N = 87, K = 19, lda_pad = 3, ldb = N + 5, ldc = N + 2;
+    float *A = random_floats(M * (K + lda_pad) + K * (M + lda_pad));
+    float *B = random_floats(K * ldb);
+    float *C = malloc((size_t)(M * ldc) * sizeof *C), *want = malloc((size_t)(M * N) * sizeof *want);
+    assert_true(C && want);
+    for (int trans = 0; trans < 2; trans++) {
+        int64_t lda = trans ? M + lda_pad : K + lda_pad;
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                float acc = 0.0f;
+                for (int64_t k = 0; k < K; k++)
+                    acc = fmaf(trans ? A[k * lda + i] : A[i * lda + k], B[k * ldb + j], acc);
+                want[i * N + j] = acc;
+            }
+        for (int li = 0; li < N_LEVELS; li++) {
+            if (!use_level(li))
+                continue;
+            for (int v = -1; v < ld_conv_direct_variant_count(); v++) {
+                ld_conv_direct_force_variant(v);
+                for (int threads = 1; threads <= 2; threads++) {
+                    size_t floats = ld_gemm_direct_scratch_floats(M, K, threads);
+                    float *scratch = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+                    assert_non_null(scratch);
+                    for (int64_t i = 0; i < M * ldc; i++)
+                        C[i] = -7.0f; /* the gaps between rows must stay */
+                    ld_gemm_direct_f32(trans, M, N, K, A, lda, B, ldb, C, ldc, scratch, threads);
+                    for (int64_t i = 0; i < M; i++) {
+                        assert_memory_equal(C + i * ldc, want + i * N, (size_t)N * sizeof(float));
+                        for (int64_t j = N; j < ldc; j++)
+                            assert_true(C[i * ldc + j] == -7.0f);
+                    }
+                    free(scratch);
+                }
+            }
+            ld_conv_direct_force_variant(-1);
+        }
+    }
+    free(A), free(B), free(C), free(want);
+}
+
+/* ld_interleave2_add_f32: y[2i] = bias + a[i], y[2i + 1] = bias + b[i],
+ * every length from 0 to 3 vectors and a bit, nothing written past 2n. */
+static void test_interleave2(void **state)
+{
+    (void)state;
+    skip_without_kernels();
+    float *a = random_floats(70), *b = random_floats(70), y[142];
+    for (int li = 0; li < N_LEVELS; li++) {
+        if (!use_level(li))
+            continue;
+        for (int64_t n = 0; n <= 70; n++) {
+            for (int i = 0; i < 142; i++)
+                y[i] = 99.0f;
+            ld_interleave2_add_f32(a, b, 0.375f, y, n);
+            for (int64_t i = 0; i < n; i++) {
+                assert_true(y[2 * i] == 0.375f + a[i]);
+                assert_true(y[2 * i + 1] == 0.375f + b[i]);
+            }
+            for (int64_t i = 2 * n; i < 142; i++)
+                assert_true(y[i] == 99.0f);
+        }
+    }
+    free(a), free(b);
+}
+
+/* The level switch: unsupported levels are refused, NONE turns the kernels
+ * off (conv.c then takes im2col), AUTO restores detection. */
+static void test_direct_levels(void **state)
+{
+    (void)state;
+    ld_conv_direct_level detected = ld_conv_direct_level_active();
+    assert_true(ld_conv_direct_level_supported(detected));
+    assert_true(ld_conv_direct_force_level(LD_CONV_DIRECT_NONE));
+    assert_false(ld_conv_direct_available());
+    int64_t in[2] = {9, 40}, k[2] = {3, 3}, s[2] = {1, 1}, d[2] = {1, 1}, p[2] = {1, 1};
+    ld_window_geom g;
+    assert_true(make_geom(&g, 2, in, k, s, d, p, p));
+    assert_false(ld_conv_direct_preferred(&g, 4, 4));
+    for (int i = 0; i < N_LEVELS; i++) {
+        bool ok = ld_conv_direct_force_level(levels[i]);
+        assert_int_equal(ok, ld_conv_direct_level_supported(levels[i]));
+        if (ok) {
+            assert_int_equal(ld_conv_direct_level_active(), levels[i]);
+            assert_true(ld_conv_direct_available());
+        }
+    }
+    assert_true(ld_conv_direct_force_level(LD_CONV_DIRECT_AUTO));
+    assert_int_equal(ld_conv_direct_level_active(), detected);
 }
 
 /* Limits: what fits and what does not. */
@@ -283,9 +493,13 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_direct_fits),
-        cmocka_unit_test(test_direct_padding_nan),
-        cmocka_unit_test(test_direct_model_shapes),
-        cmocka_unit_test(test_direct_random),
+        cmocka_unit_test_teardown(test_direct_levels, restore_auto),
+        cmocka_unit_test_teardown(test_direct_padding_nan, restore_auto),
+        cmocka_unit_test_teardown(test_interleave2, restore_auto),
+        cmocka_unit_test_teardown(test_gemm_direct, restore_auto),
+        cmocka_unit_test_teardown(test_direct_every_variant, restore_auto),
+        cmocka_unit_test_teardown(test_direct_model_shapes, restore_auto),
+        cmocka_unit_test_teardown(test_direct_random, restore_auto),
     };
     return cmocka_run_group_tests_name("conv_fast", tests, NULL, NULL);
 }

@@ -1,12 +1,15 @@
-/* Tests of the AVX-512 depthwise plane (backends/kernels/depthwise.c): on
- * random 1-D, 2-D and 3-D geometries (strides 1-4, dilations, asymmetric
- * padding, planes narrower and wider than a vector), it must give exactly
- * the bits of the plain loop below, which is the documented arithmetic of
- * conv.c's portable kernel: bias, then every tap inside the input in
- * kernel order, float multiply then float add, padding taps skipped (so
- * infinite weights next to padding, NaN inputs and a -0 bias behave as in
- * the portable kernel). NaN results must be NaN (their payload may differ).
- * Skips on CPUs without AVX-512. */
+/* Tests of the depthwise planes (backends/kernels/depthwise.c, AVX-512, and
+ * depthwise_avx2.c, AVX2), each instruction set the running CPU supports
+ * (an AVX-512 machine tests the AVX2 kernel too): on random 1-D, 2-D and
+ * 3-D geometries (strides 1-4, dilations, asymmetric padding, planes
+ * narrower and wider than a vector, widths not a multiple of 8 or 16), each
+ * must give exactly the bits of the plain loop below, which is the
+ * documented arithmetic of conv.c's portable kernel: bias, then every tap
+ * inside the input in kernel order, float multiply then float add, padding
+ * taps skipped (so infinite weights next to padding, NaN inputs and a -0
+ * bias behave as in the portable kernel). NaN results must be NaN (their
+ * payload may differ). Also checks the level switch and that the dispatch
+ * (ld_depthwise_plane_f32_fast) runs the forced level. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -86,7 +89,19 @@ static bool random_geometry(ld_window_geom *g, int nd, int64_t max_w)
     return true;
 }
 
-static void check_case(const ld_window_geom *g, int special)
+/* The kernel levels to test: every one the CPU supports. */
+static const ld_depthwise_level kernel_levels[] = {LD_DEPTHWISE_AVX2, LD_DEPTHWISE_AVX512};
+#define N_LEVELS (sizeof kernel_levels / sizeof kernel_levels[0])
+
+static bool level_fits(ld_depthwise_level level, const ld_window_geom *g)
+{
+    return level == LD_DEPTHWISE_AVX2 ? ld_depthwise_avx2_fits(g) : ld_depthwise_avx512_fits(g);
+}
+
+/* special 0: finite values; 1: NaN and -0 inputs, infinite and -0 weights,
+ * -0 bias; 2: NaN, inf and -0 inputs, finite weights, bias 0 (no bias: the
+ * narrow-plane copy path still applies); 3: finite values, bias 0. */
+static void check_case(const ld_window_geom *g, int special, ld_depthwise_level level)
 {
     float *x = malloc((size_t)g->in_size * sizeof *x); /* exact sizes: ASan sees overreads */
     float *w = malloc((size_t)g->k_size * sizeof *w);
@@ -95,23 +110,35 @@ static void check_case(const ld_window_geom *g, int special)
     assert_true(x && w && want && got);
     for (int64_t i = 0; i < g->in_size; i++) {
         x[i] = (float)(uniform() * 2 - 1);
-        if (special && uniform() < 0.02)
+        if (special == 1 && uniform() < 0.02)
             x[i] = uniform() < 0.5 ? -0.0f : NAN;
+        if (special == 2 && uniform() < 0.03)
+            x[i] = uniform() < 0.3 ? -0.0f : uniform() < 0.5 ? NAN : -INFINITY;
     }
     for (int64_t i = 0; i < g->k_size; i++) {
         w[i] = (float)(uniform() * 2 - 1);
-        if (special && uniform() < 0.1)
+        if (special == 1 && uniform() < 0.1)
             w[i] = uniform() < 0.5 ? INFINITY : -0.0f;
     }
-    float bias = special ? -0.0f : (float)uniform();
+    float bias = special == 1 ? -0.0f : special >= 2 ? 0.0f : (float)uniform();
     plain_plane(x, w, bias, want, g);
-    ld_depthwise_plane_f32_avx512(x, w, bias, got, g);
+    for (int64_t i = 0; i < g->out_size; i++)
+        got[i] = -1234.5f; /* an output left unwritten fails */
+    assert_true(ld_depthwise_force_level(level));
+    if (uniform() < 0.5) /* the dispatch conv.c uses, or the kernel itself */
+        assert_true(ld_depthwise_plane_f32_fast(x, w, bias, got, g));
+    else if (level == LD_DEPTHWISE_AVX2)
+        ld_depthwise_plane_f32_avx2(x, w, bias, got, g);
+    else
+        ld_depthwise_plane_f32_avx512(x, w, bias, got, g);
+    assert_true(ld_depthwise_force_level(LD_DEPTHWISE_AUTO));
     for (int64_t i = 0; i < g->out_size; i++) {
         if (isnan(want[i]) && isnan(got[i]))
             continue;
         if (memcmp(&want[i], &got[i], sizeof got[i]) != 0)
-            fail_msg("output %lld: %a, expected %a (in %lldx%lldx%lld, k %lldx%lldx%lld, s %lld, "
-                     "d %lld, pad %lld/%lld)", (long long)i, got[i], want[i],
+            fail_msg("%s output %lld: %a, expected %a (in %lldx%lldx%lld, k %lldx%lldx%lld, s %lld, "
+                     "d %lld, pad %lld/%lld)", level == LD_DEPTHWISE_AVX2 ? "avx2" : "avx512",
+                     (long long)i, got[i], want[i],
                      (long long)g->in[0], (long long)g->in[1], (long long)g->in[2],
                      (long long)g->k[0], (long long)g->k[1], (long long)g->k[2],
                      (long long)g->s[2], (long long)g->d[2], (long long)g->pb[2],
@@ -123,54 +150,92 @@ static void check_case(const ld_window_geom *g, int special)
     free(got);
 }
 
-static void skip_without_avx512(void)
-{
-    if (!ld_depthwise_avx512_available()) {
-        print_message("  skipped: this CPU has no AVX-512\n");
-        skip();
-    }
-}
-
 static void test_random_geometries_match_bit_for_bit(void **state)
 {
     (void)state;
-    skip_without_avx512();
-    int done = 0;
-    for (int it = 0; done < 3000; it++) {
-        ld_window_geom g;
-        int nd = 1 + it % 3;
-        if (!random_geometry(&g, nd, it % 4 == 0 ? 150 : 40) || !ld_depthwise_avx512_fits(&g))
+    for (size_t l = 0; l < N_LEVELS; l++) {
+        ld_depthwise_level level = kernel_levels[l];
+        if (!ld_depthwise_level_supported(level)) {
+            print_message("  skipped %s: not supported by this CPU\n",
+                          level == LD_DEPTHWISE_AVX2 ? "avx2" : "avx512");
             continue;
-        check_case(&g, it % 5 == 0);
-        done++;
+        }
+        int done = 0;
+        for (int it = 0; done < 3000; it++) {
+            ld_window_geom g;
+            int nd = 1 + it % 3;
+            if (!random_geometry(&g, nd, it % 4 == 0 ? 150 : 40) || !level_fits(level, &g))
+                continue;
+            check_case(&g, it % 5 == 0 ? 1 : it % 7 == 0 ? 2 : it % 11 == 0 ? 3 : 0, level);
+            done++;
+        }
     }
 }
 
 static void test_paddleocr_shapes(void **state)
 {
     (void)state;
-    skip_without_avx512();
-    /* 3x3 and 5x5, stride 1 and 2, "same" padding, widths around 16-lane blocks */
-    const int64_t widths[] = {20, 33, 40, 80, 160};
-    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
-        for (int64_t k = 3; k <= 5; k += 2)
-            for (int64_t s = 1; s <= 2; s++) {
-                ld_window_geom g = {.nd = 2};
-                for (int d = 0; d < 3; d++)
-                    g.in[d] = g.k[d] = g.s[d] = g.d[d] = 1;
-                g.in[1] = 5;
-                g.in[2] = widths[i];
-                g.k[1] = g.k[2] = k;
-                g.s[1] = g.s[2] = s;
-                g.pb[1] = g.pb[2] = g.pe[1] = g.pe[2] = k / 2;
-                for (int d = 0; d < 3; d++)
-                    g.out[d] = (g.in[d] + g.pb[d] + g.pe[d] - g.k[d]) / g.s[d] + 1;
-                g.in_size = g.in[1] * g.in[2];
-                g.out_size = g.out[1] * g.out[2];
-                g.k_size = k * k;
-                check_case(&g, 0);
-                check_case(&g, 1);
-            }
+    /* 3x3 and 5x5, stride 1 and 2, "same" padding, widths around 8- and
+     * 16-lane blocks, below and above the narrow-plane copy's limit (112) */
+    const int64_t widths[] = {1, 5, 7, 9, 15, 17, 20, 23, 33, 40, 57, 80, 113, 121, 160, 321};
+    for (size_t l = 0; l < N_LEVELS; l++) {
+        if (!ld_depthwise_level_supported(kernel_levels[l]))
+            continue;
+        for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+            for (int64_t k = 3; k <= 5; k += 2)
+                for (int64_t s = 1; s <= 2; s++) {
+                    ld_window_geom g = {.nd = 2};
+                    for (int d = 0; d < 3; d++)
+                        g.in[d] = g.k[d] = g.s[d] = g.d[d] = 1;
+                    g.in[1] = 5 + (int64_t)i % 4;
+                    g.in[2] = widths[i];
+                    g.k[1] = g.k[2] = k;
+                    g.s[1] = g.s[2] = s;
+                    g.pb[1] = g.pb[2] = g.pe[1] = g.pe[2] = k / 2;
+                    for (int d = 0; d < 3; d++)
+                        g.out[d] = (g.in[d] + g.pb[d] + g.pe[d] - g.k[d]) / g.s[d] + 1;
+                    g.in_size = g.in[1] * g.in[2];
+                    g.out_size = g.out[1] * g.out[2];
+                    g.k_size = k * k;
+                    for (int special = 0; special < 4; special++)
+                        check_case(&g, special, kernel_levels[l]);
+                }
+    }
+}
+
+static void test_level_switch(void **state)
+{
+    (void)state;
+    ld_depthwise_level best = ld_depthwise_level_active();
+    assert_true(ld_depthwise_level_supported(LD_DEPTHWISE_NONE));
+    assert_true(ld_depthwise_level_supported(best));
+    if (ld_depthwise_level_supported(LD_DEPTHWISE_AVX512))
+        assert_int_equal(best, LD_DEPTHWISE_AVX512);
+    else if (ld_depthwise_level_supported(LD_DEPTHWISE_AVX2))
+        assert_int_equal(best, LD_DEPTHWISE_AVX2);
+    else
+        assert_int_equal(best, LD_DEPTHWISE_NONE);
+    for (size_t l = 0; l < N_LEVELS; l++)
+        if (!ld_depthwise_level_supported(kernel_levels[l])) { /* refused, nothing changed */
+            assert_false(ld_depthwise_force_level(kernel_levels[l]));
+            assert_int_equal(ld_depthwise_level_active(), best);
+        }
+    /* NONE: the dispatch declines and writes nothing (conv.c's loop runs) */
+    ld_window_geom g = {.nd = 1};
+    for (int d = 0; d < 3; d++)
+        g.in[d] = g.out[d] = g.k[d] = g.s[d] = g.d[d] = 1;
+    g.in_size = g.out_size = g.k_size = 1;
+    float x = 2.0f, w = 3.0f, y = -1.0f;
+    assert_true(ld_depthwise_force_level(LD_DEPTHWISE_NONE));
+    assert_int_equal(ld_depthwise_level_active(), LD_DEPTHWISE_NONE);
+    assert_false(ld_depthwise_plane_f32_fast(&x, &w, 1.0f, &y, &g));
+    assert_true(y == -1.0f);
+    assert_true(ld_depthwise_force_level(LD_DEPTHWISE_AUTO));
+    assert_int_equal(ld_depthwise_level_active(), best);
+    if (best != LD_DEPTHWISE_NONE) {
+        assert_true(ld_depthwise_plane_f32_fast(&x, &w, 1.0f, &y, &g));
+        assert_true(y == 7.0f);
+    }
 }
 
 static void test_fits_limits_the_mask_table(void **state)
@@ -184,6 +249,11 @@ static void test_fits_limits_the_mask_table(void **state)
     assert_true(ld_depthwise_avx512_fits(&g)); /* 1024 blocks x 4 columns */
     g.k[2] = 5;
     assert_false(ld_depthwise_avx512_fits(&g));
+    g.out[2] = 8 * 1024; /* AVX2: 8-lane blocks */
+    g.k[2] = 4;
+    assert_true(ld_depthwise_avx2_fits(&g));
+    g.k[2] = 5;
+    assert_false(ld_depthwise_avx2_fits(&g));
 }
 
 int main(void)
@@ -192,6 +262,7 @@ int main(void)
         cmocka_unit_test(test_random_geometries_match_bit_for_bit),
         cmocka_unit_test(test_paddleocr_shapes),
         cmocka_unit_test(test_fits_limits_the_mask_table),
+        cmocka_unit_test(test_level_switch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,9 @@
  * a naive direct convolution in double on random data, within the
  * worst-case bound (K + 2) u (sum |w x| + |bias|); ConvInteger and
  * QLinearConv with per-channel zero points and scales; and the error paths
- * (each message names the node). Runs on one and two threads. */
+ * (each message names the node). Runs on one and two threads, and float32
+ * Conv/ConvTranspose at every direct-convolution level the CPU runs
+ * (conv_direct_internal.h: none = im2col + BLAS, AVX2, AVX-512). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/kernels/conv_direct_internal.h"
 #include "layerdiff/round.h"
 #include "tests/support/kernel_run.h"
 #include "tests/support/onnx_builder.h"
@@ -237,10 +240,22 @@ static void run_conv_case(const conv_case *c, ld_dtype dtype, int threads)
     free(x), free(w), free(b), free(y), free(mag), free(xs), free(ws), free(bs);
 }
 
+/* The direct-convolution levels float32 cases run at (those the CPU lacks
+ * are skipped): NONE takes im2col + BLAS for Conv and the BLAS product for
+ * ConvTranspose. */
+static const ld_conv_direct_level levels[] = {LD_CONV_DIRECT_NONE, LD_CONV_DIRECT_AVX2,
+                                              LD_CONV_DIRECT_AVX512};
+#define N_LEVELS 3
+
 static void run_everywhere(const conv_case *c)
 {
-    run_conv_case(c, LD_DTYPE_FLOAT32, 1);
-    run_conv_case(c, LD_DTYPE_FLOAT32, 2);
+    for (int i = 0; i < N_LEVELS; i++) {
+        if (!ld_conv_direct_force_level(levels[i]))
+            continue;
+        run_conv_case(c, LD_DTYPE_FLOAT32, 1);
+        run_conv_case(c, LD_DTYPE_FLOAT32, 2);
+    }
+    ld_conv_direct_force_level(LD_CONV_DIRECT_AUTO);
     run_conv_case(c, LD_DTYPE_FLOAT64, 2);
 }
 
@@ -331,22 +346,33 @@ static void test_conv_tiled(void **state)
     (void)state;
     conv_case c = {.nd = 2, .N = 1, .C = 64, .M = 8, .group = 1, .in = {40, 130}, .k = {3, 3},
                    .s = {1, 1}, .d = {1, 1}, .pads = {1, 1, 1, 1}, .bias = true};
-    run_conv_case(&c, LD_DTYPE_FLOAT32, 2);
     /* 1-D: tiles end in the middle of the single output row */
     conv_case c1 = {.nd = 1, .N = 1, .C = 64, .M = 4, .group = 1, .in = {8000}, .k = {9},
                     .s = {1}, .d = {1}, .pads = {4, 4}, .bias = true};
-    run_conv_case(&c1, LD_DTYPE_FLOAT32, 2);
+    for (int i = 0; i < N_LEVELS; i++) {
+        if (!ld_conv_direct_force_level(levels[i]))
+            continue;
+        run_conv_case(&c, LD_DTYPE_FLOAT32, 2);
+        run_conv_case(&c1, LD_DTYPE_FLOAT32, 2);
+    }
+    ld_conv_direct_force_level(LD_CONV_DIRECT_AUTO);
     run_conv_case(&c1, LD_DTYPE_FLOAT64, 1);
 }
 
-/* Conv results do not depend on --threads: the GEMM blocks, the depthwise
- * loop and col2im compute each output the same way on any thread count. */
+/* Conv results do not depend on --threads: the GEMM blocks, the direct
+ * kernels, the depthwise loop and col2im compute each output the same way
+ * on any thread count (at every direct-convolution level). */
 static void test_conv_threads_bitwise(void **state)
 {
     (void)state;
     const char *ops[] = {"Conv", "Conv", "ConvTranspose"};
     const int64_t groups[] = {1, 32, 1};
-    for (int k = 0; k < 3; k++) {
+    for (int run = 0; run < 3 * N_LEVELS; run++) {
+        int k = run % 3;
+        if (k == 0 && !ld_conv_direct_force_level(levels[run / 3])) {
+            run += 2;
+            continue;
+        }
         int64_t C = 32, H = 40, W = 60, M = groups[k] == 1 ? 24 : 32;
         int64_t nx = C * H * W, nw = k == 2 ? C * M * 9 : M * (C / groups[k]) * 9;
         float *x = malloc((size_t)nx * sizeof *x), *w = malloc((size_t)nw * sizeof *w);
@@ -376,6 +402,7 @@ static void test_conv_threads_bitwise(void **state)
         free(x);
         free(w);
     }
+    ld_conv_direct_force_level(LD_CONV_DIRECT_AUTO);
 }
 
 static void test_conv_float16(void **state)

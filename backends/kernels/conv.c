@@ -107,8 +107,9 @@ static void conv_output_shape(const conv_problem *p, ld_shape *out)
 
 /* Direct loop for one input channel per group (see the file comment): one
  * output plane, as bias plus one vectorised row update per kernel tap. On
- * AVX-512 CPUs float32 planes go to depthwise.c instead, which keeps the
- * sums in registers across the taps (2-3x faster, the same bits).
+ * AVX-512 and AVX2 CPUs float32 planes go to depthwise.c (depthwise_avx2.c)
+ * instead, which keeps the sums in registers across the taps (2-3x faster,
+ * the same bits).
  * Compiled for AVX-512, AVX2 and baseline x86-64 (picked at load time);
  * -ffp-contract=off keeps every clone's arithmetic identical (multiply, then
  * add: no FMA), so the clone never changes a result. */
@@ -179,9 +180,7 @@ DEFINE_DEPTHWISE_PLANE(double, depthwise_plane_f64)
 static void depthwise_plane_f32_best(const float *xp, const float *wp, float bias, float *yp,
                                      const ld_window_geom *g)
 {
-    if (ld_depthwise_avx512_available() && ld_depthwise_avx512_fits(g))
-        ld_depthwise_plane_f32_avx512(xp, wp, bias, yp, g);
-    else
+    if (!ld_depthwise_plane_f32_fast(xp, wp, bias, yp, g)) /* AVX-512 > AVX2 > this loop */
         depthwise_plane_f32(xp, wp, bias, yp, g);
 }
 
@@ -224,7 +223,7 @@ static bool is_pointwise(const ld_window_geom *g)
     return true;
 }
 
-/* float32 on AVX-512 CPUs: conv_direct.c per image and group, no im2col. */
+/* float32 on AVX-512 and AVX2 CPUs: conv_direct.c per image and group, no im2col. */
 static ld_status conv_run_direct(ld_kernel_ctx *ctx, const conv_problem *p)
 {
     const ld_window_geom *g = &p->g;
@@ -263,7 +262,7 @@ static ld_status conv_run(ld_kernel_ctx *ctx, const conv_problem *p)
         return LD_OK;
     }
     if (p->es == 4 && !ld_numerics_accumulate_half(ctx->numerics) &&
-        ld_conv_direct_available() && ld_conv_direct_fits(g, Cg, Mg))
+        ld_conv_direct_preferred(g, Cg, Mg))
         return conv_run_direct(ctx, p);
     bool pointwise = is_pointwise(g);
     /* im2col in tiles of output positions (whole rows when they fit) */

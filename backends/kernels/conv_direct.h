@@ -1,7 +1,8 @@
-/* layerdiff — float32 direct convolution with AVX-512 (private to
- * backends/kernels/; used by conv.c for one group's product when the CPU
- * has AVX-512F; the im2col + BLAS path stays for other CPUs, float64,
- * accumulate-half layers and geometries outside ld_conv_direct_fits).
+/* layerdiff — float32 direct convolution with AVX-512 or AVX2 + FMA
+ * (private to backends/kernels/; used by conv.c for one group's product
+ * when ld_conv_direct_preferred says so; the im2col + BLAS path stays for
+ * other CPUs, float64, accumulate-half layers and geometries outside
+ * ld_conv_direct_fits). Both instruction sets give the same bits.
  *
  * What it computes, per output element: the sum over input channels c and
  * kernel taps (kd, kh, kw), in that order, of x * w as a chain of fused
@@ -19,13 +20,19 @@
 
 #include "backends/kernels/conv_common.h"
 
-/* Whether this CPU (and OS) runs the kernel (AVX-512F). */
+/* Whether this CPU (and OS) runs the kernels (AVX-512F, or AVX2 and FMA;
+ * tests can force one: conv_direct_internal.h). */
 bool ld_conv_direct_available(void);
 
 /* Whether a group with C input and M output channels of geometry g is within
  * the kernel's limits: innermost stride 1 or 2, innermost kernel width <= 16,
  * C and M >= 1. */
 bool ld_conv_direct_fits(const ld_window_geom *g, int64_t C, int64_t M);
+
+/* Whether conv.c should take the direct kernel for this group rather than
+ * im2col + BLAS: available and fits, and on AVX2 machines only for the
+ * shapes where it was measured faster (conv_direct.c). */
+bool ld_conv_direct_preferred(const ld_window_geom *g, int64_t C, int64_t M);
 
 /* Floats of scratch ld_conv_direct_f32 needs on up to `threads` threads: the
  * packed weights, and the input repacked with its padding (about C x padded

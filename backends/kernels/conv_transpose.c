@@ -215,7 +215,7 @@ static bool non_overlapping(const ld_window_geom *g)
 /* col2im of a non-overlapping float32 ConvTranspose (see non_overlapping):
  * y[m][ih * s1 + kh][iw * s2 + kw] = bias[m] + col[(m, kh, kw)][row][iw]
  * for the input rows [r0, r1). Stride 2 in the width interleaves two column
- * rows with AVX-512 permutes when the CPU has them. */
+ * rows with vector permutes (AVX-512 or AVX2, conv_direct.c) when the CPU has them. */
 static void col2im_once_f32(const float *col, const ld_window_geom *g, int64_t Mg, int64_t r0,
                             int64_t r1, const float *bias, float *y, int threads)
 {
@@ -266,7 +266,7 @@ static ld_status convt_compute(ld_kernel_ctx *ctx)
     const ld_window_geom *g = &p.g;
     int64_t Cg = p.C / p.group, Mg = p.M / p.group, rows_k = Mg * g->k_size;
     ld_accum ac = ld_accum_make(ctx->numerics, ctx->counters);
-    /* float32 on AVX-512: the columns from conv_direct.c's product, and a
+    /* float32 with AVX-512 or AVX2: the columns from conv_direct.c's product, and a
      * non-overlapping col2im writes bias + column once */
     bool direct = p.es == 4 && !ac.half && ld_conv_direct_available();
     bool once = direct && non_overlapping(g);

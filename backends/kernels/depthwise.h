@@ -1,6 +1,7 @@
-/* layerdiff — float32 depthwise convolution with AVX-512 (private to
- * backends/kernels/; used by conv.c, which keeps the portable loop for
- * other CPUs and for float64). */
+/* layerdiff — float32 depthwise convolution with AVX-512 (depthwise.c) and
+ * AVX2 (depthwise_avx2.c), private to backends/kernels/ and tests/: conv.c
+ * calls ld_depthwise_plane_f32_fast and keeps its portable loop for other
+ * CPUs, planes the kernels do not fit, and float64. */
 #ifndef LAYERDIFF_BACKENDS_KERNELS_DEPTHWISE_H
 #define LAYERDIFF_BACKENDS_KERNELS_DEPTHWISE_H
 
@@ -21,5 +22,34 @@ bool ld_depthwise_avx512_fits(const ld_window_geom *g);
  * depthwise.c). Only call it when ld_depthwise_avx512_available() and _fits(g). */
 void ld_depthwise_plane_f32_avx512(const float *xp, const float *wp, float bias, float *yp,
                                    const ld_window_geom *g);
+
+/* The AVX2 kernel (8 lanes): the same contract as the AVX-512 one. Only
+ * call it when ld_depthwise_level_supported(LD_DEPTHWISE_AVX2) and
+ * ld_depthwise_avx2_fits(g) (output width / 8 x kernel width <= 4096). */
+bool ld_depthwise_avx2_fits(const ld_window_geom *g);
+void ld_depthwise_plane_f32_avx2(const float *xp, const float *wp, float bias, float *yp,
+                                 const ld_window_geom *g);
+
+typedef enum ld_depthwise_level {
+    LD_DEPTHWISE_AUTO = -1, /* only for ld_depthwise_force_level: what was detected */
+    LD_DEPTHWISE_NONE = 0,  /* no kernel: conv.c's portable loop */
+    LD_DEPTHWISE_AVX2,
+    LD_DEPTHWISE_AVX512,
+} ld_depthwise_level;
+
+/* Whether this CPU (and OS) runs that level's kernel (NONE: always). */
+bool ld_depthwise_level_supported(ld_depthwise_level level);
+/* The forced level, else the best supported: AVX-512 > AVX2 > none. */
+ld_depthwise_level ld_depthwise_level_active(void);
+/* Tests: make ld_depthwise_plane_f32_fast use `level` (AUTO undoes it).
+ * Returns false, changing nothing, when the CPU cannot run it. Global: do
+ * not call while convolutions run. */
+bool ld_depthwise_force_level(ld_depthwise_level level);
+
+/* One plane as above with the active level's kernel when it fits g; returns
+ * false, writing nothing, when there is none (the caller's portable loop
+ * then computes the same bits). */
+bool ld_depthwise_plane_f32_fast(const float *xp, const float *wp, float bias, float *yp,
+                                 const ld_window_geom *g);
 
 #endif

@@ -131,11 +131,20 @@ void cmpt_assert_similarity(const ld_tensor_metrics *got, double cosine, double 
                  got->cosine, got->snr_db, got->l2_rel, cosine, snr_db, l2_rel);
 }
 
-void cmpt_both_kernels(void (*body)(void))
+const char *cmpt_kernel_name(void)
 {
-    cmp_force_portable(false);
-    body();
-    cmp_force_portable(true);
-    body();
-    cmp_force_portable(false);
+    static const char *const names[] = {"portable", "AVX2", "AVX-512"};
+    return names[cmp_fast_level()];
+}
+
+void cmpt_each_kernel(void (*body)(void))
+{
+    /* best first, so that a failure names the first kernel that broke */
+    for (int level = (int)cmp_cpu_level(); level >= (int)CMP_LEVEL_PORTABLE; level--) {
+        cmp_force_level(level);
+        if ((int)cmp_fast_level() != level)
+            fail_msg("the comparator kernel %d could not be forced", level);
+        body();
+    }
+    cmp_force_level(-1);
 }

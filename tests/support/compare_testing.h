@@ -64,7 +64,10 @@ void cmpt_similarity(double srt, double srr, double stt, double sdd, int64_t mis
 void cmpt_assert_similarity(const ld_tensor_metrics *got, double cosine, double snr_db,
                             double l2_rel, const char *label);
 
-/* Runs body with the AVX-512 kernels, then with the portable ones. */
-void cmpt_both_kernels(void (*body)(void));
+/* Runs body with every comparator kernel the CPU supports, best first
+ * (AVX-512, AVX2, portable; cmp_force_level), then restores the default. */
+void cmpt_each_kernel(void (*body)(void));
+/* The kernel in use: "AVX-512", "AVX2" or "portable". Static string. */
+const char *cmpt_kernel_name(void);
 
 #endif

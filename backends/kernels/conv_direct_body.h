@@ -1,0 +1,151 @@
+/* layerdiff — the direct convolution's tiles, written once for any vector
+ * width and included by conv_direct_avx512.c and conv_direct_avx2.c (the
+ * plan and the algorithm: conv_direct.c). No include guard: one inclusion
+ * per translation unit, after the including file defines
+ *   CD_TARGET        the target attribute string ("avx512f", "avx2,fma")
+ *   CD_LANES         floats per vector
+ *   CD_MAX_ACC       most accumulators a tile holds
+ *   CD_VEC           the vector type
+ *   CD_ZERO()        a zero vector
+ *   CD_LOADU(p)      an unaligned load
+ *   CD_LOAD_N(p, n)  lanes [0, n) of p (none when n <= 0), zeros above
+ *   CD_STOREU(p, v)  an unaligned store
+ *   CD_STORE_N(p, v, n) lanes [0, n) of v to p (none when n <= 0)
+ *   CD_SET1(f)       f in every lane (a broadcast load from memory)
+ *   CD_FMA(a, b, c)  a * b + c, rounded once
+ *   CD_ADD(a, b)     a + b
+ * Every output is the same chain of fused multiply-adds in the same order
+ * at any width, so both instruction sets give the same bits. */
+
+/* --- the tile ---------------------------------------------------------------------- */
+
+/* One tile: output channels [m0, m0 + MB) for every m0 (those < M are
+ * stored), vectors [b0, b0 + NV) of output row `row`. MB and NV are
+ * constants in each instantiation, so the accumulators live in registers. */
+__attribute__((target(CD_TARGET), always_inline)) static inline void
+tile_body(const ld_cd_plan *p, const float *const *rows, int64_t row, int64_t b0, const int MB,
+          const int NV)
+{
+    const int64_t KW = p->k[2], d2 = p->d[2], phases = p->L.phases, plen = p->L.phase_len;
+    const int64_t k_rows = p->k[0] * p->k[1], k_size = k_rows * KW;
+    /* where each kernel column reads: phase and offset within it */
+    int64_t tap_off[LD_CD_MAX_KW];
+    for (int64_t kw = 0; kw < KW; kw++)
+        tap_off[kw] = (kw * d2) % phases * plen + (kw * d2) / phases + b0 * CD_LANES;
+    int64_t y_row = row * p->L.out_w, valid = p->L.out_count - y_row;
+    valid = valid < p->L.out_w ? valid : p->L.out_w;
+    for (int64_t m0 = 0; m0 < p->M; m0 += MB) {
+        CD_VEC acc[CD_MAX_ACC];
+#pragma GCC unroll 24
+        for (int i = 0; i < MB * NV; i++)
+            acc[i] = CD_ZERO();
+        const float *wk = p->pack + m0 * p->C * k_size;
+        for (int64_t c = 0; c < p->C; c++)
+            for (int64_t r = 0; r < k_rows; r++) {
+                const float *xr = rows[r] + c * phases * plen;
+                for (int64_t kw = 0; kw < KW; kw++, wk += MB) {
+                    CD_VEC xv[LD_CD_MAX_NV];
+#pragma GCC unroll 6
+                    for (int v = 0; v < NV; v++)
+                        xv[v] = CD_LOADU(xr + tap_off[kw] + v * CD_LANES);
+#pragma GCC unroll 24
+                    for (int m = 0; m < MB; m++) {
+                        const CD_VEC wv = CD_SET1(wk[m]);
+#pragma GCC unroll 6
+                        for (int v = 0; v < NV; v++)
+                            acc[m * NV + v] = CD_FMA(wv, xv[v], acc[m * NV + v]);
+                    }
+                }
+            }
+        /* y = sum + bias, the lanes of existing outputs only */
+        int64_t mcount = p->M - m0 < MB ? p->M - m0 : MB;
+#pragma GCC unroll 24
+        for (int m = 0; m < MB; m++) { /* constant bounds: acc stays in registers */
+            if (m >= mcount)
+                break;
+            float *yr = p->y + (m0 + m) * p->L.out_count + y_row;
+            const CD_VEC bv = CD_SET1(p->bias ? p->bias[m0 + m] : 0.0f);
+#pragma GCC unroll 6
+            for (int v = 0; v < NV; v++) {
+                int64_t ow0 = (b0 + v) * CD_LANES;
+                CD_VEC o = p->bias ? CD_ADD(acc[m * NV + v], bv) : acc[m * NV + v];
+                CD_STORE_N(yr + ow0, o, valid - ow0);
+            }
+        }
+    }
+}
+
+/* --- pointwise ---------------------------------------------------------------------- */
+
+/* The inputs of positions [p0, p0 + span) into buf [C][span] (zeros past
+ * P), asking for the next span's at the same time (one prefetch per 64-byte
+ * line): the channels' rows are too many streams for the hardware
+ * prefetcher. */
+__attribute__((target(CD_TARGET))) static void pointwise_copy(const ld_cd_pw_plan *p, int64_t p0,
+                                                              float *buf)
+{
+    int64_t valid = p->P - p0, span = p->span;
+    for (int64_t c = 0; c < p->C; c++) {
+        const float *xc = p->x + c * p->x_stride + p0;
+        for (int64_t i = 0; i < span; i += CD_LANES) {
+            CD_STOREU(buf + c * span + i, CD_LOAD_N(xc + i, valid - i));
+            if (i % 16 == 0 && valid > span + i)
+                _mm_prefetch((const char *)(xc + span + i), _MM_HINT_T0);
+        }
+    }
+}
+
+/* One tile: vectors [b0, b0 + NV) of positions, their inputs at buf (rows of
+ * p->span floats, copied by pointwise_copy). */
+__attribute__((target(CD_TARGET), always_inline)) static inline void
+pointwise_body(const ld_cd_pw_plan *p, int64_t b0, const float *buf, const int MB, const int NV)
+{
+    const int64_t p0 = b0 * CD_LANES, valid = p->P - p0, C = p->C, span = p->span;
+    for (int64_t m0 = 0; m0 < p->M; m0 += MB) {
+        CD_VEC acc[CD_MAX_ACC];
+#pragma GCC unroll 24
+        for (int i = 0; i < MB * NV; i++)
+            acc[i] = CD_ZERO();
+        const float *wk = p->pack + m0 * C;
+        const float *xb = buf;
+        for (int64_t c = 0; c < C; c++, wk += MB, xb += span) {
+            CD_VEC xv[LD_CD_MAX_NV];
+#pragma GCC unroll 6
+            for (int v = 0; v < NV; v++)
+                xv[v] = CD_LOADU(xb + v * CD_LANES);
+#pragma GCC unroll 24
+            for (int m = 0; m < MB; m++) {
+                const CD_VEC wv = CD_SET1(wk[m]);
+#pragma GCC unroll 6
+                for (int v = 0; v < NV; v++)
+                    acc[m * NV + v] = CD_FMA(wv, xv[v], acc[m * NV + v]);
+            }
+        }
+        int64_t mcount = p->M - m0 < MB ? p->M - m0 : MB;
+#pragma GCC unroll 24
+        for (int m = 0; m < MB; m++) {
+            if (m >= mcount)
+                break;
+            float *yr = p->y + (m0 + m) * p->y_stride + p0;
+            const CD_VEC bv = CD_SET1(p->bias ? p->bias[m0 + m] : 0.0f);
+#pragma GCC unroll 6
+            for (int v = 0; v < NV; v++) {
+                CD_VEC o = p->bias ? CD_ADD(acc[m * NV + v], bv) : acc[m * NV + v];
+                CD_STORE_N(yr + v * CD_LANES, o, valid - v * CD_LANES);
+            }
+        }
+    }
+}
+
+/* tile_MB_NV and pointwise_MB_NV: the two bodies with constant sizes. */
+#define CD_VARIANT(MB, NV)                                                                     \
+    __attribute__((target(CD_TARGET))) static void tile_##MB##_##NV(                           \
+        const ld_cd_plan *p, const float *const *rows, int64_t row, int64_t b0)                \
+    {                                                                                          \
+        tile_body(p, rows, row, b0, MB, NV);                                                   \
+    }                                                                                          \
+    __attribute__((target(CD_TARGET))) static void pointwise_##MB##_##NV(                      \
+        const ld_cd_pw_plan *p, int64_t b0, const float *buf)                                  \
+    {                                                                                          \
+        pointwise_body(p, b0, buf, MB, NV);                                                    \
+    }

@@ -1,0 +1,779 @@
+/* layerdiff — the AVX2 comparison kernel for float32 blocks: the AVX-512
+ * kernel's pass (metrics_fast_avx512.c, whose comment says what it does
+ * and why) for CPUs with AVX2, FMA, BMI2 and POPCNT but no AVX-512 (Zen 3,
+ * Haswell to Alder Lake). The same contract (metrics_internal.h,
+ * cmp_fast_ops): the same errors, keys, counts, verdicts and kept pairs
+ * element by element; sums differ from the portable kernel only in
+ * summation order and fused multiply-adds.
+ *
+ * What AVX2 lacks and how it is done instead, 8 elements per step:
+ *  - no mask registers: compares give lane masks, counted by subtracting
+ *    them from per-lane counters (reduced once per block) or by movemask
+ *    and popcount;
+ *  - no compress: the kept pairs are gathered by vpermps with indices looked
+ *    up by the 8-bit mask (keep_index, pack4);
+ *  - no embedded rounding: the verdict's float32 screen (screen_failures)
+ *    rounds to nearest and compares with >=, proven below to flag every
+ *    failing element as the AVX-512 kernel's rounded-down bound does;
+ *  - no 64-bit max: 1/ulp from the exponent field by a max of the fields
+ *    read as doubles (non-negative doubles order like their bits);
+ *  - no two-source permute: the keys of 8 errors (the high halves of 8
+ *    doubles) come from one vshufps, in the lane order KEY_ORDER below, and
+ *    masks over keys are put back in element order (elem_order).
+ * abs and rel keys are narrowed to 16 bits and compared side by side, 16
+ * lanes per compare, as in the AVX-512 kernel. */
+#include <float.h>
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "compare/metrics_internal.h"
+
+#define TARGET __attribute__((target("avx2,fma,f16c,bmi,bmi2,popcnt")))
+#define INLINE inline __attribute__((always_inline))
+
+/* Key lane j of keys8 holds element KEY_ORDER[j] (vshufps works within
+ * 128-bit halves): 0, 1, 4, 5, 2, 3, 6, 7 — swapping 2, 3 with 4, 5. */
+static inline unsigned elem_order(unsigned key_mask)
+{
+    return (key_mask & 0xC3u) | ((key_mask >> 2) & 0x0Cu) | ((key_mask << 2) & 0x30u);
+}
+
+/* 1/ulp_p(r) = 2^(digits - 1 - max(e(r), emin)): the base minus the larger
+ * exponent field, the fields compared as doubles (a power of two or 0). */
+typedef struct ulp_consts {
+    __m256d exp_field, emin;
+    __m256i base;
+} ulp_consts;
+
+TARGET static INLINE ulp_consts ulp_setup(const cmp_params *p)
+{
+    ulp_consts u = {
+        .exp_field = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7ff0000000000000ll)),
+        .emin = _mm256_castsi256_pd(
+            _mm256_set1_epi64x((int64_t)((uint64_t)(1023 + p->ulp_emin) << 52))),
+        .base = _mm256_set1_epi64x((int64_t)((uint64_t)(2 * 1023 + p->ulp_digits - 1) << 52)),
+    };
+    return u;
+}
+
+TARGET static INLINE __m256d ulp_error(const ulp_consts *u, __m256d rd, __m256d a)
+{
+    __m256d e = _mm256_max_pd(_mm256_and_pd(rd, u->exp_field), u->emin);
+    __m256i scale = _mm256_sub_epi64(u->base, _mm256_castpd_si256(e));
+    return _mm256_mul_pd(a, _mm256_castsi256_pd(scale)); /* exact: a power of two */
+}
+
+TARGET static INLINE __m256d rel_error(__m256d a, __m256d ar)
+{
+    __m256d r_zero = _mm256_cmp_pd(ar, _mm256_setzero_pd(), _CMP_EQ_OQ);
+    return _mm256_div_pd(a, _mm256_blendv_pd(ar, _mm256_set1_pd(LD_COMPARE_REL_EPSILON), r_zero));
+}
+
+TARGET static INLINE __m256d abs_pd(__m256d x)
+{
+    return _mm256_andnot_pd(_mm256_set1_pd(-0.0), x);
+}
+
+/* The keys of 8 errors (elements 0-3 in lo, 4-7 in hi), in KEY_ORDER. */
+TARGET static INLINE __m256i keys8(__m256d lo, __m256d hi)
+{
+    return _mm256_castps_si256(
+        _mm256_shuffle_ps(_mm256_castpd_ps(lo), _mm256_castpd_ps(hi), _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* keep_index[m]: the byte indices (vpmovzxbd, vpermps) that gather the
+ * elements of key-order mask m (keys8) to the front, in element order: one
+ * load in the pass (a chain of pdep, multiply and pext was slower). Filled
+ * at load time (a constructor: no race between threads comparing at once). */
+static uint64_t keep_index[256];
+
+__attribute__((constructor)) static void keep_index_init(void)
+{
+    for (unsigned m = 0; m < 256; m++) {
+        unsigned e = elem_order(m), n = 0;
+        uint64_t idx = 0;
+        for (unsigned lane = 0; lane < 8; lane++)
+            if (e >> lane & 1u)
+                idx |= (uint64_t)lane << (8 * n++);
+        keep_index[m] = idx;
+    }
+}
+
+TARGET static INLINE __m256i keep_lanes(unsigned key_mask)
+{
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&keep_index[key_mask]));
+}
+
+/* The narrow keys of a measure (qsel_key_of) before saturation. */
+typedef struct narrow_map {
+    __m256i bias;
+    __m128i shift;
+} narrow_map;
+
+TARGET static INLINE narrow_map narrow_setup(const qsel *q)
+{
+    narrow_map m = {_mm256_set1_epi32(q->bias), _mm_cvtsi32_si128(q->shift)};
+    return m;
+}
+
+TARGET static INLINE __m256i narrow_unclamped(const narrow_map *m, __m256i key)
+{
+    key = _mm256_sra_epi32(_mm256_sub_epi32(key, _mm256_set1_epi32(1)), m->shift);
+    return _mm256_sub_epi32(key, m->bias);
+}
+
+/* abs and rel narrow keys side by side, saturated to 16 bits: in each
+ * 128-bit half the 4 abs keys, then the 4 rel keys (vpackssdw). */
+TARGET static INLINE __m256i narrow_both(const narrow_map *ma, const narrow_map *mr, __m256i ka,
+                                         __m256i kr)
+{
+    return _mm256_packs_epi32(narrow_unclamped(ma, ka), narrow_unclamped(mr, kr));
+}
+
+TARGET static INLINE __m256i narrow32(const narrow_map *m, __m256i key)
+{
+    return _mm256_min_epi32(_mm256_max_epi32(narrow_unclamped(m, key),
+                                             _mm256_set1_epi32(INT16_MIN)),
+                            _mm256_set1_epi32(INT16_MAX));
+}
+
+/* A vector of 16-bit bounds laid out like narrow_both's keys. */
+TARGET static INLINE __m256i bounds_both(int32_t abs_bound, int32_t rel_bound)
+{
+    int64_t a = (int64_t)((uint64_t)(uint16_t)abs_bound * 0x0001000100010001ull);
+    int64_t r = (int64_t)((uint64_t)(uint16_t)rel_bound * 0x0001000100010001ull);
+    return _mm256_set_epi64x(r, a, r, a);
+}
+
+/* ---- the kernel ---- */
+
+/* Which of 8 elements may fail (all bits of a lane), judged in float32 with
+ * bounds that can only flag too many; a flagged block is recounted exactly
+ * (count_failures). The AVX-512 kernel rounds its bound down; here it is
+ * rounded to nearest and compared with >=, which flags every element the
+ * other does. Failing needs af > T (the AVX-512 kernel's argument: T = atol
+ * (1 - 2^-23) and rtol |r| (1 - 2^-23), or (atol + rtol |r|)(1 - 2^-23) in
+ * allclose mode), and the bound y = rt |r| (or rt |r| + ta) is at most
+ * T (1 - 2^-21), rt and ta being cmp_screen_bound's. If RN32(y) is normal
+ * it is at most y (1 + 2^-24) < T < af. Else (subnormal, 0) af, a float
+ * above y, is at least the float above y, so af >= RN32(y). If y rounds to
+ * +inf, y and T exceed FLT_MAX: af > T is +inf, and inf >= inf. */
+TARGET static INLINE __m256 screen_failures(__m256 af, __m256 arf, __m256 ta, __m256 rt,
+                                            const bool allclose)
+{
+    if (allclose)
+        return _mm256_cmp_ps(af, _mm256_fmadd_ps(rt, arf, ta), _CMP_GE_OQ);
+    return _mm256_and_ps(_mm256_cmp_ps(af, ta, _CMP_GT_OQ),
+                         _mm256_cmp_ps(af, _mm256_mul_ps(rt, arf), _CMP_GE_OQ));
+}
+
+/* abs and rel keys side by side (narrow_both) against nv intervals each,
+ * given as lo - 1 and hi (lo > every key > hi for pads): key >= lo is
+ * key > lo - 1, and with the key the first operand both bounds can stay in
+ * memory (16 registers do not hold them, the counters and the rest).
+ * ge[v] counts per lane the keys >= lo[v] (at most CMP_BLOCK / 8 per
+ * block). Returns, in key order, the elements inside an interval of either. */
+_Static_assert(CMP_BLOCK / 8 <= INT16_MAX, "16-bit lane counts");
+TARGET static INLINE unsigned intervals_both(const __m256i *lo_m1, const __m256i *hi, int nv,
+                                             __m256i key, __m256i *ge)
+{
+    __m256i in = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int v = 0; v < nv; v++) {
+        __m256i at_least = _mm256_cmpgt_epi16(key, lo_m1[v]);
+        in = _mm256_or_si256(in, _mm256_andnot_si256(_mm256_cmpgt_epi16(key, hi[v]), at_least));
+        ge[v] = _mm256_sub_epi16(ge[v], at_least);
+    }
+    /* an element is inside when its abs key or its rel key is */
+    in = _mm256_or_si256(in, _mm256_shuffle_epi32(in, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _pext_u32((unsigned)_mm256_movemask_epi8(in), 0x00550055u);
+}
+
+/* 32-bit keys (ulp) the same way against nu intervals. */
+TARGET static INLINE unsigned intervals32(const __m256i *lo_m1, const __m256i *hi, int nu,
+                                          __m256i key, __m256i *ge)
+{
+    __m256i in = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int v = 0; v < nu; v++) {
+        __m256i at_least = _mm256_cmpgt_epi32(key, lo_m1[v]);
+        in = _mm256_or_si256(in, _mm256_andnot_si256(_mm256_cmpgt_epi32(key, hi[v]), at_least));
+        ge[v] = _mm256_sub_epi32(ge[v], at_least);
+    }
+    return (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(in));
+}
+
+TARGET static INLINE int64_t sum_epi16(__m256i v)
+{
+    __m256i w = _mm256_madd_epi16(v, _mm256_set1_epi16(1));
+    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, _MM_SHUFFLE(1, 0, 3, 2)));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(x);
+}
+
+TARGET static INLINE int64_t sum_epi32(__m256i v)
+{
+    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, _MM_SHUFFLE(1, 0, 3, 2)));
+    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(x);
+}
+
+TARGET static INLINE double reduce_add(__m256d v)
+{
+    __m128d x = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(x, _mm_unpackhi_pd(x, x)));
+}
+
+TARGET static INLINE double reduce_max(__m256d v)
+{
+    __m128d x = _mm_max_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_max_sd(x, _mm_unpackhi_pd(x, x)));
+}
+
+TARGET static INLINE float reduce_min_ps(__m256 v)
+{
+    __m128 x = _mm_min_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_min_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_min_ss(x, _mm_shuffle_ps(x, x, 1)));
+}
+
+TARGET static INLINE float reduce_max_ps(__m256 v)
+{
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_max_ss(x, _mm_shuffle_ps(x, x, 1)));
+}
+
+TARGET static INLINE uint32_t reduce_min_epu32(__m256i v)
+{
+    __m128i x = _mm_min_epu32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    x = _mm_min_epu32(x, _mm_shuffle_epi32(x, _MM_SHUFFLE(1, 0, 3, 2)));
+    x = _mm_min_epu32(x, _mm_shuffle_epi32(x, _MM_SHUFFLE(2, 3, 0, 1)));
+    return (uint32_t)_mm_cvtsi128_si32(x);
+}
+
+/* The pass over a block runs in chunks of CHUNK elements, each in three
+ * loops: AVX2 has 16 vector registers, and one loop holding the AVX-512
+ * kernel's 18 accumulators, its constants and the interval counters kept
+ * about a third of its instructions busy spilling and reloading them. The
+ * chunk stays in L1 between the loops; the keys go through a small buffer. */
+enum { CHUNK = 512 };
+_Static_assert(CMP_BLOCK % CHUNK == 0 && CHUNK % 8 == 0, "chunks of whole steps");
+
+/* Loop 1, float32 and the side sums: min, max, smallest |x|, exact
+ * matches, the screened verdict; Σ(x - c) and Σ(x - c)². */
+typedef struct side_state {
+    __m256 r_min, r_max, t_min, t_max, fail;
+    __m256i min_abs, equal;
+    __m256d r1, r2, t1, t2;
+} side_state;
+
+TARGET static INLINE void loop_sides(const cmp_params *p, const float *r, const float *t, int n,
+                                     float ta_bound, float rt_bound, side_state *st,
+                                     const bool shifted, const bool allclose)
+{
+    const __m256 ta = _mm256_set1_ps(ta_bound), rt = _mm256_set1_ps(rt_bound);
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+    const __m256d r_shift = _mm256_set1_pd(p->ref_shift), t_shift = _mm256_set1_pd(p->test_shift);
+    side_state s = *st;
+    for (int i = 0; i < n; i += 8) {
+        /* 4 KiB ahead, as the AVX-512 kernel: the hardware's prefetch falls
+           behind; a line (16 floats) every other step */
+        if (!(i & 8)) {
+            _mm_prefetch((const char *)(r + i + 1024), _MM_HINT_T0);
+            _mm_prefetch((const char *)(t + i + 1024), _MM_HINT_T0);
+        }
+        __m256 rf = _mm256_loadu_ps(r + i), tf = _mm256_loadu_ps(t + i);
+        __m256i rb = _mm256_and_si256(_mm256_castps_si256(rf), abs_mask);
+        __m256i tb = _mm256_and_si256(_mm256_castps_si256(tf), abs_mask);
+        __m256 af = _mm256_castsi256_ps(
+            _mm256_and_si256(_mm256_castps_si256(_mm256_sub_ps(tf, rf)), abs_mask));
+        s.min_abs = _mm256_min_epu32(s.min_abs, _mm256_min_epu32(rb, tb));
+        s.equal = _mm256_sub_epi32(s.equal,
+                                   _mm256_castps_si256(_mm256_cmp_ps(rf, tf, _CMP_EQ_OQ)));
+        s.fail = _mm256_or_ps(s.fail,
+                              screen_failures(af, _mm256_castsi256_ps(rb), ta, rt, allclose));
+        s.r_min = _mm256_min_ps(s.r_min, rf);
+        s.r_max = _mm256_max_ps(s.r_max, rf);
+        s.t_min = _mm256_min_ps(s.t_min, tf);
+        s.t_max = _mm256_max_ps(s.t_max, tf);
+        for (int h = 0; h < 8; h += 4) {
+            __m256d rd = _mm256_cvtps_pd(_mm_loadu_ps(r + i + h));
+            __m256d td = _mm256_cvtps_pd(_mm_loadu_ps(t + i + h));
+            if (shifted) {
+                rd = _mm256_sub_pd(rd, r_shift);
+                td = _mm256_sub_pd(td, t_shift);
+            }
+            s.r1 = _mm256_add_pd(s.r1, rd);
+            s.r2 = _mm256_fmadd_pd(rd, rd, s.r2);
+            s.t1 = _mm256_add_pd(s.t1, td);
+            s.t2 = _mm256_fmadd_pd(td, td, s.t2);
+        }
+    }
+    *st = s;
+}
+
+/* Loop 2, the errors in double: their sums and maxima, Σ(t - r)², and
+ * either every error stored or the keys to keys (store false): per 8
+ * elements the abs and rel narrow keys (narrow_both), then the ulp keys. */
+typedef struct err_state {
+    __m256d abs, rel, ulp, dd, max_abs, max_rel, max_ulp;
+} err_state;
+
+/* 4 elements: their errors, added to the sums and maxima. */
+typedef struct err4 {
+    __m256d abs, rel, ulp;
+} err4;
+
+TARGET static INLINE err4 errors_step(const ulp_consts *u, const float *r, const float *t,
+                                      err_state *s)
+{
+    __m256d rd = _mm256_cvtps_pd(_mm_loadu_ps(r)), td = _mm256_cvtps_pd(_mm_loadu_ps(t));
+    __m256d diff = _mm256_sub_pd(td, rd);
+    err4 e;
+    e.abs = abs_pd(diff);
+    e.rel = rel_error(e.abs, abs_pd(rd));
+    e.ulp = ulp_error(u, rd, e.abs);
+    s->abs = _mm256_add_pd(s->abs, e.abs);
+    s->rel = _mm256_add_pd(s->rel, e.rel);
+    s->ulp = _mm256_add_pd(s->ulp, e.ulp);
+    s->max_abs = _mm256_max_pd(s->max_abs, e.abs);
+    s->max_rel = _mm256_max_pd(s->max_rel, e.rel);
+    s->max_ulp = _mm256_max_pd(s->max_ulp, e.ulp);
+    s->dd = _mm256_fmadd_pd(diff, diff, s->dd);
+    return e;
+}
+
+TARGET static INLINE void loop_errors(const cmp_params *p, const float *r, const float *t, int n,
+                                      err_state *st, double *const out[CMP_MEASURES],
+                                      const qsel *q, __m256i *keys, const bool store,
+                                      const bool feed)
+{
+    const ulp_consts u = ulp_setup(p);
+    narrow_map map_abs, map_rel;
+    if (feed) {
+        map_abs = narrow_setup(&q[CMP_ABS]);
+        map_rel = narrow_setup(&q[CMP_REL]);
+    }
+    err_state s = *st;
+    for (int i = 0; i < n; i += 8) {
+        err4 lo = errors_step(&u, r + i, t + i, &s);
+        err4 hi = errors_step(&u, r + i + 4, t + i + 4, &s);
+        if (store) {
+            _mm256_storeu_pd(out[CMP_ABS] + i, lo.abs);
+            _mm256_storeu_pd(out[CMP_ABS] + i + 4, hi.abs);
+            _mm256_storeu_pd(out[CMP_REL] + i, lo.rel);
+            _mm256_storeu_pd(out[CMP_REL] + i + 4, hi.rel);
+            _mm256_storeu_pd(out[CMP_ULP] + i, lo.ulp);
+            _mm256_storeu_pd(out[CMP_ULP] + i + 4, hi.ulp);
+        }
+        if (feed) {
+            _mm256_storeu_si256(keys + i / 4, narrow_both(&map_abs, &map_rel,
+                                                          keys8(lo.abs, hi.abs),
+                                                          keys8(lo.rel, hi.rel)));
+            _mm256_storeu_si256(keys + i / 4 + 1, keys8(lo.ulp, hi.ulp));
+        }
+    }
+    *st = s;
+}
+
+/* Loop 3, the keys against the intervals: per lane counts of the keys at
+ * or above each interval's start, and the (r, t) pairs inside any kept. */
+typedef struct iv_state {
+    __m256i ge2[QSEL_MAX_RANKS], ge_u[QSEL_MAX_RANKS];
+    float *kept_r, *kept_t;
+} iv_state;
+
+TARGET static INLINE void loop_intervals(const float *r, const float *t, int n,
+                                         const __m256i *keys, const __m256i *lo2,
+                                         const __m256i *hi2, const __m256i *lo_u,
+                                         const __m256i *hi_u, iv_state *st, const int nv,
+                                         const int nu)
+{
+    __m256i ge2[QSEL_MAX_RANKS], ge_u[QSEL_MAX_RANKS];
+    for (int v = 0; v < nv; v++)
+        ge2[v] = st->ge2[v];
+    for (int v = 0; v < nu; v++)
+        ge_u[v] = st->ge_u[v];
+    float *kept_r = st->kept_r, *kept_t = st->kept_t;
+    for (int i = 0; i < n; i += 8) {
+        unsigned in = 0;
+        if (nv > 0)
+            in |= intervals_both(lo2, hi2, nv, _mm256_loadu_si256(keys + i / 4), ge2);
+        if (nu > 0)
+            in |= intervals32(lo_u, hi_u, nu, _mm256_loadu_si256(keys + i / 4 + 1), ge_u);
+        __m256i idx = keep_lanes(in);
+        _mm256_storeu_ps(kept_r, _mm256_permutevar8x32_ps(_mm256_loadu_ps(r + i), idx));
+        _mm256_storeu_ps(kept_t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(t + i), idx));
+        kept_r += __builtin_popcount(in);
+        kept_t += __builtin_popcount(in);
+    }
+    for (int v = 0; v < nv; v++)
+        st->ge2[v] = ge2[v];
+    for (int v = 0; v < nu; v++)
+        st->ge_u[v] = ge_u[v];
+    st->kept_r = kept_r;
+    st->kept_t = kept_t;
+}
+
+/* The whole block; the flags and counts are constants in each
+ * instantiation. nv: intervals of abs and of rel (padded), nu: of ulp. */
+TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
+                                 const bool store, const bool shifted, const bool allclose,
+                                 const int nv, const int nu)
+{
+    const cmp_params *p = A->p;
+    const bool feed = nv + nu > 0;
+    const __m256d zero = _mm256_setzero_pd();
+    side_state ss = {
+        .r_min = _mm256_set1_ps(INFINITY), .r_max = _mm256_set1_ps(-INFINITY),
+        .t_min = _mm256_set1_ps(INFINITY), .t_max = _mm256_set1_ps(-INFINITY),
+        .fail = _mm256_setzero_ps(), .min_abs = _mm256_set1_epi32(-1),
+        .equal = _mm256_setzero_si256(), .r1 = zero, .r2 = zero, .t1 = zero, .t2 = zero,
+    };
+    err_state es = {zero, zero, zero, zero, _mm256_set1_pd(-1.0), _mm256_set1_pd(-1.0),
+                    _mm256_set1_pd(-1.0)};
+    const float ta_bound = cmp_screen_bound(p->atol), rt_bound = cmp_screen_bound(p->rtol);
+    iv_state is;
+    __m256i lo2[QSEL_MAX_RANKS], hi2[QSEL_MAX_RANKS]; /* abs | rel bounds, 16-bit */
+    __m256i lo_u[QSEL_MAX_RANKS], hi_u[QSEL_MAX_RANKS];
+    __m256i keys[CHUNK / 4];
+    for (int v = 0; v < nv; v++) {
+        /* lo - 1: intervals lie inside -32766..32766, pads have lo = 32767 */
+        lo2[v] = bounds_both(A->lo[CMP_ABS][v] - 1, A->lo[CMP_REL][v] - 1);
+        hi2[v] = bounds_both(A->hi[CMP_ABS][v], A->hi[CMP_REL][v]);
+        is.ge2[v] = _mm256_setzero_si256();
+    }
+    for (int v = 0; v < nu; v++) {
+        lo_u[v] = _mm256_set1_epi32((int)A->lo[CMP_ULP][v] - 1); /* lo >= 1, pads INT32_MAX */
+        hi_u[v] = _mm256_set1_epi32((int)A->hi[CMP_ULP][v]);
+        is.ge_u[v] = _mm256_setzero_si256();
+    }
+    is.kept_r = A->kept_r;
+    is.kept_t = A->kept_t;
+    for (int c = 0; c < A->m16; c += CHUNK) {
+        int n = A->m16 - c < CHUNK ? A->m16 - c : CHUNK;
+        const float *r = A->r + c, *t = A->t + c;
+        loop_sides(p, r, t, n, ta_bound, rt_bound, &ss, shifted, allclose);
+        double *out[CMP_MEASURES];
+        for (int k = 0; k < CMP_MEASURES; k++)
+            out[k] = store ? A->store[k] + c : NULL;
+        loop_errors(p, r, t, n, &es, out, A->q, keys, store, feed);
+        if (feed)
+            loop_intervals(r, t, n, keys, lo2, hi2, lo_u, hi_u, &is, nv, nu);
+    }
+    R->sum[CMP_ABS] = reduce_add(es.abs);
+    R->sum[CMP_REL] = reduce_add(es.rel);
+    R->sum[CMP_ULP] = reduce_add(es.ulp);
+    R->max[CMP_ABS] = reduce_max(es.max_abs);
+    R->max[CMP_REL] = reduce_max(es.max_rel);
+    R->max[CMP_ULP] = reduce_max(es.max_ulp);
+    R->dd = reduce_add(es.dd);
+    R->r1 = reduce_add(ss.r1);
+    R->r2 = reduce_add(ss.r2);
+    R->t1 = reduce_add(ss.t1);
+    R->t2 = reduce_add(ss.t2);
+    R->r_min = reduce_min_ps(ss.r_min);
+    R->r_max = reduce_max_ps(ss.r_max);
+    R->t_min = reduce_min_ps(ss.t_min);
+    R->t_max = reduce_max_ps(ss.t_max);
+    R->min_abs = reduce_min_epu32(ss.min_abs);
+    R->equal = sum_epi32(ss.equal);
+    R->maybe_fail = !_mm256_testz_ps(ss.fail, ss.fail);
+    R->kept = feed ? is.kept_r - A->kept_r : 0;
+    memset(R->ge, 0, sizeof R->ge);
+    /* the per-lane counts: abs in words 0-3 of each 128-bit half, rel in 4-7 */
+    const __m256i abs_words = _mm256_set_epi64x(0, -1, 0, -1);
+    for (int v = 0; v < nv; v++) {
+        R->ge[CMP_ABS][v] = sum_epi16(_mm256_and_si256(is.ge2[v], abs_words));
+        R->ge[CMP_REL][v] = sum_epi16(_mm256_andnot_si256(abs_words, is.ge2[v]));
+    }
+    for (int v = 0; v < nu; v++)
+        R->ge[CMP_ULP][v] = sum_epi32(is.ge_u[v]);
+}
+
+
+/* Instantiations as in the AVX-512 file: [allclose][shifted] for storing;
+ * for feeding also [ulp intervals 0/1][abs and rel padded to 4 or 5]. */
+#define STORE_KERNEL(ac, sh)                                                                   \
+    TARGET static void kernel_store_##ac##sh(const cmp_kernel_args *A, cmp_kernel_result *R)   \
+    {                                                                                          \
+        kernel(A, R, true, sh, ac, 0, 0);                                                      \
+    }
+#define FEED_KERNEL(ac, sh, nv, nu)                                                            \
+    TARGET static void kernel_feed_##ac##sh##nv##nu(const cmp_kernel_args *A,                 \
+                                                    cmp_kernel_result *R)                     \
+    {                                                                                          \
+        kernel(A, R, false, sh, ac, nv, nu);                                                   \
+    }
+#define KERNELS(ac, sh)                                                                        \
+    STORE_KERNEL(ac, sh)                                                                       \
+    FEED_KERNEL(ac, sh, 4, 0) FEED_KERNEL(ac, sh, 5, 0) FEED_KERNEL(ac, sh, 4, 1)              \
+    FEED_KERNEL(ac, sh, 5, 1)
+KERNELS(0, 0)
+KERNELS(0, 1)
+KERNELS(1, 0)
+KERNELS(1, 1)
+#undef KERNELS
+#undef FEED_KERNEL
+#undef STORE_KERNEL
+
+/* ---- exact recounts of a block, for what the kernel only flags ---- */
+
+TARGET static INLINE int count8(__m256 mask)
+{
+    return __builtin_popcount((unsigned)_mm256_movemask_ps(mask));
+}
+
+/* The counts the kernel skips, as the portable kernel counts them (float32
+ * compares are exact); only those a block's extremes call for. */
+TARGET static void count_specials(const cmp_params *p, const float *r, const float *t, int m16,
+                                  bool ref_side, bool test_side, cmp_acc *acc)
+{
+    const __m256 zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
+    const __m256 ref_mn = _mm256_set1_ps((float)p->ref_min_normal);
+    const __m256 test_mn = _mm256_set1_ps((float)p->test_min_normal);
+    const __m256 prec_mn = _mm256_set1_ps((float)p->prec_min_normal);
+    const __m256 prec_max = _mm256_set1_ps((float)p->prec_max);
+    int64_t r_zero = 0, t_zero = 0, r_small = 0, t_small = 0, tiny = 0, over = 0, under = 0;
+    for (int i = 0; i < m16; i += 8) {
+        __m256 rf = _mm256_loadu_ps(r + i), tf = _mm256_loadu_ps(t + i);
+        __m256 arf = _mm256_andnot_ps(sign, rf), atf = _mm256_andnot_ps(sign, tf);
+        if (ref_side) {
+            r_zero += count8(_mm256_cmp_ps(arf, zero, _CMP_EQ_OQ));
+            r_small += count8(_mm256_cmp_ps(arf, ref_mn, _CMP_LT_OQ));
+            tiny += count8(_mm256_cmp_ps(arf, prec_mn, _CMP_LT_OQ));
+            over += count8(_mm256_cmp_ps(arf, prec_max, _CMP_GT_OQ));
+        }
+        if (test_side) {
+            __m256 tz = _mm256_cmp_ps(atf, zero, _CMP_EQ_OQ);
+            t_zero += count8(tz);
+            t_small += count8(_mm256_cmp_ps(atf, test_mn, _CMP_LT_OQ));
+            under += count8(_mm256_and_ps(tz, _mm256_cmp_ps(arf, zero, _CMP_NEQ_OQ)));
+        }
+    }
+    acc->ref.zero += r_zero;
+    acc->ref.subnormal += r_small - r_zero;
+    acc->test.zero += t_zero;
+    acc->test.subnormal += t_small - t_zero;
+    acc->rel_tiny_ref += tiny - r_zero;
+    acc->would_overflow += over;
+    acc->underflow_zero += under;
+}
+
+/* Which elements fail, exactly as cmp_block_double judges them. */
+TARGET static void count_failures(const cmp_params *p, const float *r, const float *t, int m16,
+                                  int64_t base, cmp_acc *acc)
+{
+    const __m256d atol = _mm256_set1_pd(p->atol), rtol = _mm256_set1_pd(p->rtol);
+    for (int i = 0; i < m16; i += 4) {
+        __m256d rd = _mm256_cvtps_pd(_mm_loadu_ps(r + i));
+        __m256d td = _mm256_cvtps_pd(_mm_loadu_ps(t + i));
+        __m256d a = abs_pd(_mm256_sub_pd(td, rd)), ar = abs_pd(rd);
+        __m256d fail;
+        if (p->mode == LD_TOL_ALLCLOSE) /* no fused multiply-add: as the portable code */
+            fail = _mm256_cmp_pd(a, _mm256_add_pd(atol, _mm256_mul_pd(rtol, ar)), _CMP_NLE_UQ);
+        else
+            fail = _mm256_and_pd(_mm256_cmp_pd(a, atol, _CMP_GT_OQ),
+                                 _mm256_cmp_pd(rel_error(a, ar), rtol, _CMP_GT_OQ));
+        unsigned bits = (unsigned)_mm256_movemask_pd(fail);
+        if (bits) {
+            if (acc->first_fail < 0)
+                acc->first_fail = base + i + __builtin_ctz(bits);
+            acc->n_fail += __builtin_popcount(bits);
+        }
+    }
+}
+
+/* The first index in the block whose error of measure k is x (the block's
+ * maximum, just found): the error recomputed as the kernel computes it. */
+TARGET static int64_t find_first(const cmp_params *p, const float *r, const float *t, int m16,
+                                 int k, double x)
+{
+    const ulp_consts u = ulp_setup(p);
+    const __m256d want = _mm256_set1_pd(x);
+    for (int i = 0; i < m16; i += 4) {
+        __m256d rd = _mm256_cvtps_pd(_mm_loadu_ps(r + i));
+        __m256d td = _mm256_cvtps_pd(_mm_loadu_ps(t + i));
+        __m256d a = abs_pd(_mm256_sub_pd(td, rd)), e = a;
+        if (k == CMP_REL)
+            e = rel_error(a, abs_pd(rd));
+        else if (k == CMP_ULP)
+            e = ulp_error(&u, rd, a);
+        unsigned hit = (unsigned)_mm256_movemask_pd(_mm256_cmp_pd(e, want, _CMP_EQ_OQ));
+        if (hit)
+            return i + __builtin_ctz(hit);
+    }
+    return 0;
+}
+
+/* ---- the kept pairs' errors ---- */
+
+/* The three errors of 4 pairs, as the kernel computes them. */
+TARGET static INLINE err4 expand_errors(const ulp_consts *u, const float *r, const float *t)
+{
+    __m256d rd = _mm256_cvtps_pd(_mm_loadu_ps(r)), td = _mm256_cvtps_pd(_mm_loadu_ps(t));
+    err4 e;
+    e.abs = abs_pd(_mm256_sub_pd(td, rd));
+    e.rel = rel_error(e.abs, abs_pd(rd));
+    e.ulp = ulp_error(u, rd, e.abs);
+    return e;
+}
+
+/* pack4[m]: the byte indices of the float lanes (2 per double) of the
+ * doubles that the 4-bit mask m selects, in order: vpermps gathers them to
+ * the front (one load of the indices instead of a chain of pdep and pext). */
+static const uint64_t pack4[16] = {
+    0x0000000000000000ull, 0x0000000000000100ull, 0x0000000000000302ull, 0x0000000003020100ull,
+    0x0000000000000504ull, 0x0000000005040100ull, 0x0000000005040302ull, 0x0000050403020100ull,
+    0x0000000000000706ull, 0x0000000007060100ull, 0x0000000007060302ull, 0x0000070603020100ull,
+    0x0000000007060504ull, 0x0000070605040100ull, 0x0000070605040302ull, 0x0706050403020100ull,
+};
+
+/* Stores the lanes of 4 doubles that mask (4 bits) selects, in order, at
+ * dst (room for 4); returns how many. */
+TARGET static INLINE int compress_store4(double *dst, unsigned mask, __m256d x)
+{
+    __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&pack4[mask]));
+    _mm256_storeu_ps((float *)dst, _mm256_permutevar8x32_ps(_mm256_castpd_ps(x), idx));
+    return __builtin_popcount(mask);
+}
+
+/* The errors of pairs [0, n) (n a multiple of 8): each measure's inside
+ * one of its intervals appended to q[k].cand (room made by the caller) and
+ * counted per interval, by the kernel's keys. abs and rel padded to nv
+ * intervals, ulp nu (pads keep nothing). */
+TARGET static INLINE void expand_n(const cmp_params *p, const float *r, const float *t, int64_t n,
+                                   qsel *q, const int nv, const int nu)
+{
+    const ulp_consts u = ulp_setup(p);
+    const int nvk[CMP_MEASURES] = {nv, nv, nu};
+    narrow_map map[CMP_MEASURES];
+    __m256i lo[CMP_MEASURES][QSEL_MAX_RANKS], hi[CMP_MEASURES][QSEL_MAX_RANKS];
+    __m256i outside[CMP_MEASURES][QSEL_MAX_RANKS]; /* minus the keys outside, per lane */
+    double *dst[CMP_MEASURES];
+    for (int k = 0; k < CMP_MEASURES; k++) {
+        map[k] = narrow_setup(&q[k]);
+        for (int v = 0; v < nvk[k]; v++) {
+            bool real = v < q[k].n_iv;
+            lo[k][v] = _mm256_set1_epi32(real ? q[k].lo[v] : INT32_MAX);
+            hi[k][v] = _mm256_set1_epi32(real ? q[k].hi[v] : INT32_MIN);
+            outside[k][v] = _mm256_setzero_si256();
+        }
+        dst[k] = q[k].cand + q[k].n;
+    }
+    for (int64_t i = 0; i < n; i += 8) {
+        err4 e0 = expand_errors(&u, r + i, t + i), e1 = expand_errors(&u, r + i + 4, t + i + 4);
+        const __m256d lo_e[CMP_MEASURES] = {e0.abs, e0.rel, e0.ulp};
+        const __m256d hi_e[CMP_MEASURES] = {e1.abs, e1.rel, e1.ulp};
+#pragma GCC unroll 3
+        for (int k = 0; k < CMP_MEASURES; k++) {
+            if (nvk[k] == 0)
+                continue;
+            __m256i key = keys8(lo_e[k], hi_e[k]);
+            if (k != CMP_ULP) /* narrow, as the kernel compares them */
+                key = narrow32(&map[k], key);
+            __m256i out = _mm256_set1_epi32(-1);
+#pragma GCC unroll 8
+            for (int v = 0; v < nvk[k]; v++) {
+                __m256i out_v = _mm256_or_si256(_mm256_cmpgt_epi32(lo[k][v], key),
+                                                _mm256_cmpgt_epi32(key, hi[k][v]));
+                outside[k][v] = _mm256_add_epi32(outside[k][v], out_v);
+                out = _mm256_and_si256(out, out_v);
+            }
+            unsigned in = elem_order(~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(out)) &
+                                     0xffu);
+            dst[k] += compress_store4(dst[k], in & 0xfu, lo_e[k]);
+            dst[k] += compress_store4(dst[k], in >> 4, hi_e[k]);
+        }
+    }
+    for (int k = 0; k < CMP_MEASURES; k++) {
+        q[k].n = dst[k] - q[k].cand;
+        for (int v = 0; v < q[k].n_iv; v++) /* n keys, minus those outside */
+            q[k].in_iv[v] += n + sum_epi32(outside[k][v]);
+    }
+}
+
+#define EXPAND(nv, nu)                                                                         \
+    TARGET static void expand_##nv##nu(const cmp_params *p, const float *r, const float *t,    \
+                                       int64_t n, qsel *q)                                    \
+    {                                                                                          \
+        expand_n(p, r, t, n, q, nv, nu);                                                       \
+    }
+EXPAND(4, 0)
+EXPAND(5, 0)
+EXPAND(4, 1)
+EXPAND(5, 1)
+#undef EXPAND
+
+#define ROW(ac, sh)                                                                            \
+    {{kernel_feed_##ac##sh##40, kernel_feed_##ac##sh##50},                                     \
+     {kernel_feed_##ac##sh##41, kernel_feed_##ac##sh##51}}
+#define STORE_ROW(ac) {kernel_store_##ac##0, kernel_store_##ac##1}
+const cmp_fast_ops cmp_fast_avx2_ops = {
+    .store = {STORE_ROW(0), STORE_ROW(1)},
+    .feed = {{ROW(0, 0), ROW(0, 1)}, {ROW(1, 0), ROW(1, 1)}},
+    .count_specials = count_specials,
+    .count_failures = count_failures,
+    .find_first = find_first,
+    .expand = {{expand_40, expand_50}, {expand_41, expand_51}},
+};
+#undef ROW
+#undef STORE_ROW
+
+/* ---- Σrt, Σr², Σt² again (metrics_similarity.c) ---- */
+
+/* hi + lo += x, per lane (TwoSum) */
+TARGET static INLINE void sum2_add4(__m256d *hi, __m256d *lo, __m256d x)
+{
+    __m256d sum = _mm256_add_pd(*hi, x), x_part = _mm256_sub_pd(sum, *hi);
+    *lo = _mm256_add_pd(*lo, _mm256_add_pd(_mm256_sub_pd(*hi, _mm256_sub_pd(sum, x_part)),
+                                           _mm256_sub_pd(x, x_part)));
+    *hi = sum;
+}
+
+TARGET void cmp_similarity_float_avx2(const float *r, const float *t, int m, cmp_acc *acc)
+{
+    /* float products are exact in double: TwoSum alone keeps every bit */
+    __m256d hi[3], lo[3];
+    for (int k = 0; k < 3; k++)
+        hi[k] = lo[k] = _mm256_setzero_pd();
+    for (int i = 0; i < m; i += 4) {
+        if (!(i & 12)) {
+            _mm_prefetch((const char *)(r + i + 1024), _MM_HINT_T0);
+            _mm_prefetch((const char *)(t + i + 1024), _MM_HINT_T0);
+        }
+        __m256d rd, td;
+        if (m - i >= 4) {
+            rd = _mm256_cvtps_pd(_mm_loadu_ps(r + i));
+            td = _mm256_cvtps_pd(_mm_loadu_ps(t + i));
+        } else { /* the tail: zero pairs add nothing */
+            float pr[4] = {0}, pt[4] = {0};
+            memcpy(pr, r + i, (size_t)(m - i) * sizeof(float));
+            memcpy(pt, t + i, (size_t)(m - i) * sizeof(float));
+            rd = _mm256_cvtps_pd(_mm_loadu_ps(pr));
+            td = _mm256_cvtps_pd(_mm_loadu_ps(pt));
+        }
+        /* finite pairs only: x - x is 0 exactly when x is finite */
+        __m256d finite = _mm256_cmp_pd(_mm256_sub_pd(rd, rd), _mm256_sub_pd(td, td), _CMP_EQ_OQ);
+        rd = _mm256_and_pd(finite, rd);
+        td = _mm256_and_pd(finite, td);
+        sum2_add4(&hi[0], &lo[0], _mm256_mul_pd(rd, td));
+        sum2_add4(&hi[1], &lo[1], _mm256_mul_pd(rd, rd));
+        sum2_add4(&hi[2], &lo[2], _mm256_mul_pd(td, td));
+    }
+    double *dst_hi[3] = {&acc->srt, &acc->srr, &acc->stt};
+    double *dst_lo[3] = {&acc->srt_lo, &acc->srr_lo, &acc->stt_lo};
+    for (int k = 0; k < 3; k++) {
+        double h[4], l[4];
+        _mm256_storeu_pd(h, hi[k]);
+        _mm256_storeu_pd(l, lo[k]);
+        for (int lane = 0; lane < 4; lane++) {
+            cmp_sum2_add(dst_hi[k], dst_lo[k], h[lane]);
+            *dst_lo[k] += l[lane];
+        }
+    }
+}
