@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "compare/metrics_internal.h"
+#include "core/round_internal.h"
 
 static int forced = -2; /* the level cap; -2: not decided yet, -1: none */
 
@@ -30,9 +31,10 @@ cmp_level cmp_cpu_level(void)
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
             cpu = CMP_LEVEL_AVX512;
-        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                 __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2") &&
-                 __builtin_cpu_supports("popcnt"))
+        /* F16C through the rounding library's check: clang 14 (the fuzz
+           build) has no __builtin_cpu_supports("f16c") */
+        else if (ld_round_isa_supported(LD_ROUND_ISA_AVX2) && __builtin_cpu_supports("fma") &&
+                 __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt"))
             cpu = CMP_LEVEL_AVX2;
         else
             cpu = CMP_LEVEL_PORTABLE;
