@@ -90,6 +90,14 @@ void ld_emu_offer_rounding(ld_emulated_backend *b, ld_kernel_ctx *ctx)
     ctx->round_block = emu_round_block;
     ctx->round_user = b;
     ctx->rounded_outputs = 0;
+    /* float16 without flushing: a normal float16 or a zero rounds to itself
+     * and counts nothing (count8 in emulated_count_avx2.c), so the kernel may
+     * round those values itself (kernel.h), and store their float16 bits in
+     * show_buf as the hook does (an output larger than show_buf, in a first
+     * run, gets no bits: show_tensor converts it). */
+    ctx->round_fp16_inline = f->precision == LD_PRECISION_FP16 && !f->round.flush_denormals;
+    ctx->round_fp16_bits = f->keep ? (uint16_t *)b->show_buf : NULL;
+    ctx->round_fp16_bits_count = f->keep ? (int64_t)(b->show_cap / 2) : 0;
 }
 
 /* Output j when the kernel rounded it through round_block: its counts and
@@ -106,7 +114,10 @@ static bool rounded_by_kernel(ld_emulated_backend *b, ld_kernel_ctx *ctx, int j,
     *exact = (int)f->precision;
     if (j == 0 && f->keep) {
         ld_error unused;
-        if (f->kept == out->count)
+        /* every element's bits: from the hook, or from a kernel that rounded
+         * some itself with room for all of them in round_fp16_bits */
+        if (f->kept == out->count ||
+            (ctx->round_fp16_bits && out->count <= ctx->round_fp16_bits_count))
             b->shown_value = ctx->node->outputs[0];
         else /* the next run keeps them */
             (void)show_reserve(b, out->count, out->name, &unused);

@@ -12,7 +12,11 @@
  *    overflows, underflows, subnormals, NaNs and infinities, in repeated runs
  *    (the observer's float16 bits kept by the kernel from the second run);
  *    also for BatchNormalization and nearest Resize, which round their
- *    output themselves. */
+ *    output themselves;
+ *  - Add, Sub, Mul and Div rounding float16 in their loop
+ *    (round_fp16_inline, elementwise_round.h) at every level this CPU runs:
+ *    the values are the hook's, and every element whose rounding counts
+ *    anything still reaches the hook unrounded. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +32,7 @@
 #include "backends/emulated_count.h"
 #include "backends/emulated_count_internal.h"
 #include "backends/kernels/elementwise.h"
+#include "backends/kernels/elementwise_round.h"
 #include "layerdiff/backend.h"
 #include "layerdiff/engine.h"
 #include "tests/support/onnx_builder.h"
@@ -180,6 +185,132 @@ static void test_drivers_round_every_element_once(void **state)
             check_driver(threads, 1, small, 0, NULL, hook);
         }
     }
+}
+
+/* --- rounding in the arithmetic loop (round_fp16_inline) -------------------------------- */
+
+EW_ROW2(mock_sub, float, float, float, void, x - y)
+EW_ROW2(mock_mul, float, float, float, void, x * y)
+EW_ROW2(mock_div, float, float, float, void, x / y)
+
+static bool counts_something(float v)
+{
+    ld_emu_tally t = {0};
+    float r;
+    ld_emu_round_counted(&v, &r, 1, LD_PRECISION_FP16, NULL, 1, &t);
+    return t.overflows || t.underflows || t.subnormals || t.src_infs || t.src_nans;
+}
+
+/* out = a op b through ld_ew_binary_compute_arith with round_fp16_inline at
+ * the given level, with float16 bits asked for (room for `room` values, or
+ * none when room < 0); returns how many elements skipped the hook. */
+static int64_t check_inline_bits(int level, ld_ew_arith op, int threads, int ra,
+                                 const int64_t *da, int rb, const int64_t *db, int64_t room)
+{
+    assert_true(ld_ew_round_force_level(level));
+    ld_ew_row_fn fn = op == LD_EW_ARITH_ADD ? mock_add : op == LD_EW_ARITH_SUB ? mock_sub
+                      : op == LD_EW_ARITH_MUL ? mock_mul : mock_div;
+    ld_ew_row_table table = {[LD_DTYPE_FLOAT32] = fn};
+    ld_tensor *a = make_tensor("a", ra, da), *b = make_tensor("b", rb, db);
+    ld_tensor *out = NULL, *plain = NULL;
+    ld_error err;
+    ld_shape shape;
+    assert_int_equal(ld_broadcast_shape(&a->shape, &b->shape, &shape, NULL, &err), LD_OK);
+    assert_int_equal(ld_tensor_create(&out, "out", LD_DTYPE_FLOAT32, &shape, &err), LD_OK);
+    assert_int_equal(ld_tensor_create(&plain, "plain", LD_DTYPE_FLOAT32, &shape, &err), LD_OK);
+    coverage c = {out->data, out->count, calloc((size_t)out->count, 1),
+                  calloc((size_t)out->count, sizeof(float))};
+    assert_true(c.seen && c.at_hook);
+    const ld_tensor *ins[2] = {a, b};
+    ld_node node = {.name = (char *)"n", .op_type = (char *)"Add", .domain = (char *)"", .opset = 13};
+    ld_kernel_ctx ctx = {.node = &node, .n_inputs = 2, .inputs = ins, .n_outputs = 1,
+                         .outputs = &out, .threads = threads, .err = &err,
+                         .round_block = mock_round_block, .round_user = &c,
+                         .round_fp16_inline = true};
+    uint16_t *bits = room >= 0 ? malloc((size_t)out->count * sizeof *bits) : NULL;
+    if (room >= 0) {
+        assert_non_null(bits);
+        ctx.round_fp16_bits = bits;
+        ctx.round_fp16_bits_count = room;
+    }
+    assert_int_equal(ld_ew_binary_compute_arith(&ctx, table, op), LD_OK);
+    assert_int_equal(ctx.rounded_outputs, 1u);
+    ld_kernel_ctx pctx = {.n_inputs = 2, .inputs = ins, .n_outputs = 1, .outputs = &plain,
+                          .threads = 1, .err = &err};
+    ld_ew_broadcast(&pctx, plain, ins, 2, fn, NULL);
+    const float *got = out->data, *want = plain->data;
+    int64_t skipped = 0;
+    for (int64_t i = 0; i < out->count; i++) {
+        float w = ld_round_to_precision(want[i], LD_PRECISION_FP16, NULL);
+        if (bits_of(got[i]) != bits_of(w) && !(isnan(got[i]) && isnan(w)))
+            fail_msg("op %d element %lld is %a, expected %a", op, (long long)i, (double)got[i],
+                     (double)w);
+        if (c.seen[i] > 1)
+            fail_msg("element %lld reached the hook %d times", (long long)i, c.seen[i]);
+        skipped += c.seen[i] == 0;
+        if (bits && c.seen[i] == 0 && bits[i] != ld_fp32_to_fp16(w).bits)
+            fail_msg("element %lld: float16 bits %04x, expected %04x", (long long)i, bits[i],
+                     ld_fp32_to_fp16(w).bits);
+        if (counts_something(want[i]) &&
+            (c.seen[i] != 1 ||
+             (bits_of(c.at_hook[i]) != bits_of(want[i]) && !isnan(want[i]))))
+            fail_msg("op %d element %lld (%a) counts in the rounding but reached the hook "
+                     "%d times, as %a", op, (long long)i, (double)want[i], c.seen[i],
+                     (double)c.at_hook[i]);
+    }
+    free(c.seen);
+    free(c.at_hook);
+    free(bits);
+    ld_tensor_destroy(plain);
+    ld_tensor_destroy(out);
+    ld_tensor_destroy(a);
+    ld_tensor_destroy(b);
+    ld_ew_round_force_level(-1);
+    return skipped;
+}
+
+static int64_t check_inline(int level, ld_ew_arith op, int threads, int ra, const int64_t *da,
+                            int rb, const int64_t *db)
+{
+    int64_t skipped = check_inline_bits(level, op, threads, ra, da, rb, db, -1);
+    int64_t count = 1; /* the output's elements: the larger input's */
+    for (int d = 0; d < (ra > rb ? ra : rb); d++) {
+        int64_t x = d < ra ? da[ra - 1 - d] : 1, y = d < rb ? db[rb - 1 - d] : 1;
+        count *= x > y ? x : y;
+    }
+    skipped += check_inline_bits(level, op, threads, ra, da, rb, db, count);
+    /* no room for the bits: no rounding in the loop */
+    assert_int_equal(check_inline_bits(level, op, threads, ra, da, rb, db, count - 1), 0);
+    return skipped;
+}
+
+static void test_arith_rounds_inline(void **state)
+{
+    (void)state;
+    const int64_t big[1] = {300007}, one[1] = {1}, rows[2] = {64, 3003}, col[2] = {64, 1};
+    const int64_t many[2] = {20000, 8}, row8[2] = {1, 8}, mid[2] = {4096, 40}, row40[1] = {40};
+    for (int level = LD_EW_ROUND_NONE; level <= LD_EW_ROUND_AVX2; level++) {
+        if (!ld_ew_round_force_level(level)) {
+            printf("# elementwise rounding level %d: this CPU cannot run it, skipped\n", level);
+            continue;
+        }
+        for (int op = LD_EW_ARITH_ADD; op <= LD_EW_ARITH_DIV; op++) {
+            for (int threads = 1; threads <= 2; threads++) {
+                int64_t skipped = check_inline(level, (ld_ew_arith)op, threads, 1, big, 1, big);
+                skipped += check_inline(level, (ld_ew_arith)op, threads, 1, big, 1, one);
+                skipped += check_inline(level, (ld_ew_arith)op, threads, 1, one, 1, big);
+                skipped += check_inline(level, (ld_ew_arith)op, threads, 2, rows, 2, col);
+                skipped += check_inline(level, (ld_ew_arith)op, threads, 2, many, 2, row8);
+                skipped += check_inline(level, (ld_ew_arith)op, threads, 2, mid, 1, row40);
+                /* NONE: every element reaches the hook; AVX2: most do not */
+                if (level == LD_EW_ROUND_NONE)
+                    assert_int_equal(skipped, 0);
+                else
+                    assert_true(skipped > 0);
+            }
+        }
+    }
+    ld_ew_round_force_level(-1);
 }
 
 /* --- the engine's side: the block rounding ---------------------------------------------- */
@@ -434,12 +565,21 @@ static void test_fused_run_equals_pass(void **state)
     check_model_of(2, 16, 37, 29, false, false, 2, 2);
     check_model_of(1, 3, 5, 7, false, false, 1, 1);
     check_model_of(2, 16, 37, 29, false, true, 2, 1); /* flush */
+    /* Add, Sub, Mul, Div rounding in their loop, and not */
+    for (int level = LD_EW_ROUND_NONE; level <= LD_EW_ROUND_AVX2; level++) {
+        if (!ld_ew_round_force_level(level))
+            continue;
+        check_model(1200, 250, false, false, 2, 2);
+        check_model(37, 5, false, false, 1, 1);
+    }
+    ld_ew_round_force_level(-1);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         T(test_drivers_round_every_element_once),
+        T(test_arith_rounds_inline),
         T(test_round_block_equals_counted),
         T(test_fused_run_equals_pass),
     };

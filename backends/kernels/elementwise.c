@@ -3,8 +3,11 @@
 #include "backends/kernels/elementwise.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <omp.h>
 #include <stdio.h>
+
+#include "backends/kernels/elementwise_round.h"
 
 /* Below this many elements a kernel runs on one thread: starting a team costs
  * more than the memory-bound work. Chunks are large enough to amortise the
@@ -105,6 +108,10 @@ typedef struct broadcast_job {
     size_t out_size;
     const ld_kernel_ctx *ctx;
     bool round; /* output rounding fused (rounds_output) */
+    /* float16 rounding in the arithmetic loop (elementwise_round.h): the op
+     * and the loop's level, NONE when not */
+    ld_ew_arith arith;
+    int arith_level;
 } broadcast_job;
 
 /* Written rows not yet rounded: one contiguous range of the output, so that
@@ -130,6 +137,13 @@ static void run_segment(const broadcast_job *job, const ld_broadcast_iter *it, i
         ptrs[i] = job->base[i] +
                   (size_t)(it->offset[i] + start * it->row_stride[i]) * job->size[i];
     char *out = job->out + (size_t)(it->out_offset + start) * job->out_size;
+    if (job->arith != LD_EW_ARITH_NONE) {
+        /* rounded in the loop, the rest handed to the hook there */
+        ld_ew_arith_fp16(job->ctx, job->arith_level, job->arith, (float *)(void *)out, ptrs[0],
+                         ptrs[1], it->row_stride[0] != 0, it->row_stride[1] != 0, len, job->fn,
+                         job->params);
+        return;
+    }
     job->fn(out, ptrs, it->row_stride, len, job->params);
     if (!job->round)
         return;
@@ -169,12 +183,19 @@ static void run_rows(const broadcast_job *job, const ld_broadcast_iter *fresh, i
 }
 
 static void broadcast_run(const ld_kernel_ctx *ctx, ld_tensor *out, const ld_tensor *const *ins,
-                          int n, ld_ew_row_fn fn, const void *params, bool round)
+                          int n, ld_ew_row_fn fn, const void *params, bool round,
+                          ld_ew_arith arith)
 {
     if (!out || out->count == 0)
         return;
     broadcast_job job = {.fn = fn, .params = params, .n = n, .out = out->data,
                          .out_size = ld_dtype_size(out->dtype), .ctx = ctx, .round = round};
+    if (round && arith != LD_EW_ARITH_NONE && ctx->round_fp16_inline && n == 2 &&
+        ins[0]->dtype == LD_DTYPE_FLOAT32 && ins[1]->dtype == LD_DTYPE_FLOAT32 &&
+        (!ctx->round_fp16_bits || out->count <= ctx->round_fp16_bits_count)) {
+        job.arith_level = ld_ew_round_level();
+        job.arith = job.arith_level != LD_EW_ROUND_NONE ? arith : LD_EW_ARITH_NONE;
+    }
     const ld_shape *shapes[LD_BROADCAST_MAX_INPUTS];
     for (int i = 0; i < n; i++) {
         shapes[i] = &ins[i]->shape;
@@ -214,17 +235,23 @@ static void broadcast_run(const ld_kernel_ctx *ctx, ld_tensor *out, const ld_ten
 void ld_ew_broadcast(const ld_kernel_ctx *ctx, ld_tensor *out, const ld_tensor *const *ins, int n,
                      ld_ew_row_fn fn, const void *params)
 {
-    broadcast_run(ctx, out, ins, n, fn, params, false);
+    broadcast_run(ctx, out, ins, n, fn, params, false, LD_EW_ARITH_NONE);
+}
+
+static void broadcast_output(ld_kernel_ctx *ctx, const ld_tensor *const *ins, int n,
+                             ld_ew_row_fn fn, const void *params, ld_ew_arith arith)
+{
+    ld_tensor *out = ctx->outputs[0];
+    bool round = out && rounds_output(ctx, out);
+    broadcast_run(ctx, out, ins, n, fn, params, round, arith);
+    if (round)
+        ctx->rounded_outputs |= 1u;
 }
 
 void ld_ew_broadcast_output(ld_kernel_ctx *ctx, const ld_tensor *const *ins, int n,
                             ld_ew_row_fn fn, const void *params)
 {
-    ld_tensor *out = ctx->outputs[0];
-    bool round = out && rounds_output(ctx, out);
-    broadcast_run(ctx, out, ins, n, fn, params, round);
-    if (round)
-        ctx->rounded_outputs |= 1u;
+    broadcast_output(ctx, ins, n, fn, params, LD_EW_ARITH_NONE);
 }
 
 ld_status ld_ew_broadcast_shape(ld_kernel_ctx *ctx, const ld_tensor *const *ins, int n,
@@ -379,7 +406,8 @@ ld_status ld_ew_binary_infer(ld_kernel_ctx *ctx, ld_output_desc *outs, const ld_
     return ld_ew_broadcast_shape(ctx, ins, 2, &outs[0].shape);
 }
 
-ld_status ld_ew_binary_compute(ld_kernel_ctx *ctx, const ld_ew_row_fn *table)
+ld_status ld_ew_binary_compute_arith(ld_kernel_ctx *ctx, const ld_ew_row_fn *table,
+                                     ld_ew_arith op)
 {
     ld_ew_row_fn fn;
     ld_tensor b_view;
@@ -388,7 +416,12 @@ ld_status ld_ew_binary_compute(ld_kernel_ctx *ctx, const ld_ew_row_fn *table)
         st = ld_ew_legacy_view(ctx, ctx->inputs[0], ctx->inputs[1], &b_view);
     if (st == LD_OK && ctx->outputs[0]) {
         const ld_tensor *ins[2] = {ctx->inputs[0], &b_view};
-        ld_ew_broadcast_output(ctx, ins, 2, fn, ctx->state);
+        broadcast_output(ctx, ins, 2, fn, ctx->state, op);
     }
     return st;
+}
+
+ld_status ld_ew_binary_compute(ld_kernel_ctx *ctx, const ld_ew_row_fn *table)
+{
+    return ld_ew_binary_compute_arith(ctx, table, LD_EW_ARITH_NONE);
 }

@@ -120,6 +120,32 @@ ld_status ld_ew_binary_infer(ld_kernel_ctx *ctx, ld_output_desc *outs, const ld_
                              ld_dtype out_dtype);
 ld_status ld_ew_binary_compute(ld_kernel_ctx *ctx, const ld_ew_row_fn *table);
 
+/* The float32 arithmetic the broadcast driver can fuse with float16 output
+ * rounding (elementwise_round.h). */
+typedef enum ld_ew_arith {
+    LD_EW_ARITH_NONE = 0,
+    LD_EW_ARITH_ADD,
+    LD_EW_ARITH_SUB,
+    LD_EW_ARITH_MUL,
+    LD_EW_ARITH_DIV
+} ld_ew_arith;
+
+/* ld_ew_binary_compute for Add, Sub, Mul, Div (op): when the backend lets
+ * kernels round float16 themselves (ld_kernel_ctx.round_fp16_inline) and both
+ * inputs are float32, the rounding happens in the arithmetic loop. */
+ld_status ld_ew_binary_compute_arith(ld_kernel_ctx *ctx, const ld_ew_row_fn *table,
+                                     ld_ew_arith op);
+
+#define EW_ARITH_KERNEL(op, arith)                                                      \
+    static ld_status op##_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)              \
+    {                                                                                   \
+        return ld_ew_binary_infer(ctx, outs, op##_table, LD_DTYPE_UNDEFINED);           \
+    }                                                                                   \
+    static ld_status op##_compute(ld_kernel_ctx *ctx)                                  \
+    {                                                                                   \
+        return ld_ew_binary_compute_arith(ctx, op##_table, arith);                      \
+    }
+
 #define EW_BINARY_KERNEL(op, out_dtype)                                                 \
     static ld_status op##_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)              \
     {                                                                                   \

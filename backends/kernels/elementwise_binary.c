@@ -58,10 +58,10 @@ static const ld_ew_row_table add_table = {EW_NUMBERS(ADD_ENTRY)};
 static const ld_ew_row_table sub_table = {EW_NUMBERS(SUB_ENTRY)};
 static const ld_ew_row_table mul_table = {EW_NUMBERS(MUL_ENTRY)};
 static const ld_ew_row_table div_table = {EW_NUMBERS(DIV_ENTRY)};
-EW_BINARY_KERNEL(add, LD_DTYPE_UNDEFINED)
-EW_BINARY_KERNEL(sub, LD_DTYPE_UNDEFINED)
-EW_BINARY_KERNEL(mul, LD_DTYPE_UNDEFINED)
-EW_BINARY_KERNEL(div, LD_DTYPE_UNDEFINED)
+EW_ARITH_KERNEL(add, LD_EW_ARITH_ADD)
+EW_ARITH_KERNEL(sub, LD_EW_ARITH_SUB)
+EW_ARITH_KERNEL(mul, LD_EW_ARITH_MUL)
+EW_ARITH_KERNEL(div, LD_EW_ARITH_DIV)
 
 /* --- Mod ---------------------------------------------------------------------------- */
 

@@ -64,6 +64,21 @@ typedef struct ld_kernel_ctx {
     void (*round_block)(void *round_user, int output, float *block, int64_t n);
     void *round_user;
     unsigned rounded_outputs;
+    /* Set with round_block when round_block rounds output 0 to float16
+     * (round to nearest even, subnormals kept), which changes nothing and
+     * counts nothing for a value that is a normal float16 or a zero. A kernel
+     * may then round output 0's values to float16 itself (vcvtps2ph, nearest
+     * even) where the rounded value is normal, or zero from a zero, and skip
+     * round_block for blocks made only of such values; every block holding
+     * any other value still goes to round_block, with those values unrounded
+     * (the ones it rounded itself are fixed points there). Values and
+     * counters are the same either way. With round_fp16_bits set, such a
+     * kernel also stores the float16 bits of each value it rounds itself at
+     * the value's index there (room for round_fp16_bits_count values; when
+     * output 0 has more, it leaves all rounding to round_block). */
+    bool round_fp16_inline;
+    uint16_t *round_fp16_bits;
+    int64_t round_fp16_bits_count;
 } ld_kernel_ctx;
 
 /* What infer says about one output. */
