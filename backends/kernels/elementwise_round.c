@@ -108,9 +108,12 @@ static void hand_over(const ld_kernel_ctx *ctx, float *out, int64_t from, int64_
         ctx->round_block(ctx->round_user, 0, out + from, to - from);
 }
 
-AVX2 static void arith_fp16_avx2(const ld_kernel_ctx *ctx, ld_ew_arith op, float *out,
-                                 uint16_t *bits, const float *a, const float *b, bool a_row,
-                                 bool b_row, int64_t n, ld_ew_row_fn fn, const void *params)
+/* The loop; inlined into one function per op and stride case (below), so
+ * that neither is tested per group. */
+AVX2 static inline __attribute__((always_inline)) void
+arith_body(const ld_kernel_ctx *ctx, ld_ew_arith op, float *out, uint16_t *bits, const float *a,
+           const float *b, bool a_row, bool b_row, int64_t n, ld_ew_row_fn fn,
+           const void *params)
 {
     const int64_t stride[2] = {a_row, b_row};
     __m256 ca = _mm256_set1_ps(a[0]), cb = _mm256_set1_ps(b[0]);
@@ -153,6 +156,33 @@ AVX2 static void arith_fp16_avx2(const ld_kernel_ctx *ctx, ld_ew_arith op, float
     hand_over(ctx, out, left, n);
 }
 
+typedef void (*arith_loop)(const ld_kernel_ctx *ctx, float *out, uint16_t *bits, const float *a,
+                           const float *b, int64_t n, ld_ew_row_fn fn, const void *params);
+
+#define ARITH_LOOP(name, op, a_row, b_row)                                                   \
+    AVX2 static void name(const ld_kernel_ctx *ctx, float *out, uint16_t *bits,            \
+                          const float *a, const float *b, int64_t n, ld_ew_row_fn fn,      \
+                          const void *params)                                              \
+    {                                                                                      \
+        arith_body(ctx, op, out, bits, a, b, a_row, b_row, n, fn, params);                 \
+    }
+#define ARITH_LOOPS(sfx, op)                                                               \
+    ARITH_LOOP(sfx##_rows, op, true, true)                                                 \
+    ARITH_LOOP(sfx##_a_scalar, op, false, true)                                            \
+    ARITH_LOOP(sfx##_b_scalar, op, true, false)
+ARITH_LOOPS(add, LD_EW_ARITH_ADD)
+ARITH_LOOPS(sub, LD_EW_ARITH_SUB)
+ARITH_LOOPS(mul, LD_EW_ARITH_MUL)
+ARITH_LOOPS(div, LD_EW_ARITH_DIV)
+
+/* [op - 1][stride case]: both rows, a broadcast, b broadcast */
+static const arith_loop arith_loops[4][3] = {
+    {add_rows, add_a_scalar, add_b_scalar},
+    {sub_rows, sub_a_scalar, sub_b_scalar},
+    {mul_rows, mul_a_scalar, mul_b_scalar},
+    {div_rows, div_a_scalar, div_b_scalar},
+};
+
 #endif
 
 void ld_ew_arith_fp16(const ld_kernel_ctx *ctx, int level, ld_ew_arith op, float *out,
@@ -164,8 +194,11 @@ void ld_ew_arith_fp16(const ld_kernel_ctx *ctx, int level, ld_ew_arith op, float
         uint16_t *bits = ctx->round_fp16_bits
                              ? ctx->round_fp16_bits + (out - (const float *)ctx->outputs[0]->data)
                              : NULL;
-        arith_fp16_avx2(ctx, op, out, bits, a, b, a_row, b_row, n, fn, params);
-        return;
+        if (op >= LD_EW_ARITH_ADD && op <= LD_EW_ARITH_DIV && (a_row || b_row)) {
+            arith_loops[op - 1][a_row && b_row ? 0 : a_row ? 2 : 1](ctx, out, bits, a, b, n, fn,
+                                                                   params);
+            return;
+        }
     }
 #endif
     (void)level, (void)op;
