@@ -44,6 +44,7 @@
 
 static atomic_int forced_level = LD_CONV_DIRECT_AUTO;
 static atomic_int forced_variant = -1;
+static atomic_llong forced_chunk = 0, forced_group = 0;
 
 bool ld_conv_direct_level_supported(ld_conv_direct_level level)
 {
@@ -106,6 +107,12 @@ int ld_conv_direct_variant_count(void)
 void ld_conv_direct_force_variant(int index)
 {
     atomic_store(&forced_variant, index < 0 ? -1 : index);
+}
+
+void ld_conv_direct_force_blocking(int64_t channels, int64_t tiles)
+{
+    atomic_store(&forced_chunk, (long long)(channels > 0 ? channels : 0));
+    atomic_store(&forced_group, (long long)(tiles > 0 ? tiles : 0));
 }
 
 /* The active level's kernels (only called when one is active). */
@@ -415,6 +422,50 @@ static void rows_for(const ld_cd_isa *isa, const ld_cd_plan *p, const float *x, 
         }
 }
 
+/* Input channels per pass. A tile reads, per input channel, the weights of
+ * every channel block (M x taps floats) and its inputs (a few lines per
+ * kernel row); with all of C at once, PaddleOCR det's 96 -> 24 3x3 layers
+ * read 83 KiB of weights and ~46 KiB of inputs per tile, more than L1 (32
+ * KiB on Zen 3), so both came from L2 for every channel block. Chunks whose
+ * weights and one tile's inputs fit in ~24 KiB keep the weights in L1 over
+ * a row of tiles and the inputs over the channel blocks; the sums go
+ * through y between passes (conv_direct_body.h). */
+#define CHUNK_L1_BYTES (24 * 1024)
+
+static int64_t channel_chunk(const ld_cd_plan *p, int64_t lanes)
+{
+    long long forced = atomic_load(&forced_chunk);
+    if (forced > 0)
+        return forced < p->C ? (int64_t)forced : p->C;
+    int64_t k_rows = p->k[0] * p->k[1], KW = p->k[2];
+    int64_t mpad = (p->M + p->MB - 1) / p->MB * p->MB;
+    int64_t w_bytes = mpad * k_rows * KW * (int64_t)sizeof(float);
+    int64_t span = p->NV * lanes + (KW - 1) * p->d[2] / p->L.phases; /* floats per phase */
+    int64_t phases = KW < p->L.phases ? KW : p->L.phases;
+    int64_t x_bytes = k_rows * phases * ((span * (int64_t)sizeof(float) + 63) / 64 + 1) * 64;
+    int64_t fit = CHUNK_L1_BYTES / (w_bytes + x_bytes);
+    fit = fit < 1 ? 1 : fit;
+    if (fit >= p->C)
+        return p->C;
+    int64_t passes = (p->C + fit - 1) / fit;
+    return (p->C + passes - 1) / passes; /* even chunks */
+}
+
+/* Tiles per work item: a whole output row (its passes then share the
+ * weights), unless the rows are too few to share among the threads. */
+static int64_t tile_group(const ld_cd_plan *p, bool parallel, int threads)
+{
+    long long forced = atomic_load(&forced_group);
+    if (forced > 0)
+        return forced < p->tiles ? (int64_t)forced : p->tiles;
+    int64_t rows = p->L.out_rows[0] * p->L.out_rows[1], want = 8 * (int64_t)threads;
+    if (!parallel || rows >= want)
+        return p->tiles;
+    int64_t split = (want + rows - 1) / rows;
+    split = split < p->tiles ? split : p->tiles;
+    return (p->tiles + split - 1) / split;
+}
+
 void ld_conv_direct_f32(const float *x, const float *w, const float *bias, float *y, int64_t C,
                         int64_t M, const ld_window_geom *g, float *scratch, int threads)
 {
@@ -443,7 +494,10 @@ void ld_conv_direct_f32(const float *x, const float *w, const float *bias, float
         repack_input(isa, x, g, &p.L, C, inputs, parallel, threads);
         p.xp = inputs;
     }
-    int64_t items = p.L.out_rows[0] * p.L.out_rows[1] * p.tiles;
+    p.chunk = channel_chunk(&p, isa->lanes);
+    p.group = tile_group(&p, parallel, threads);
+    int64_t groups = (p.tiles + p.group - 1) / p.group;
+    int64_t items = p.L.out_rows[0] * p.L.out_rows[1] * groups;
 #pragma omp parallel num_threads(threads) if (parallel)
     {
         float *ring = R ? inputs + (size_t)omp_get_thread_num() * (size_t)(R * p.row_floats)
@@ -454,13 +508,19 @@ void ld_conv_direct_f32(const float *x, const float *w, const float *bias, float
             held[i] = -1;
 #pragma omp for schedule(static)
         for (int64_t i = 0; i < items; i++) {
-            int64_t row = i / p.tiles, b0 = (i % p.tiles) * p.NV;
-            int64_t nv = p.blocks - b0 < p.NV ? p.blocks - b0 : p.NV;
+            int64_t row = i / groups, t0 = (i % groups) * p.group;
+            int64_t t1 = t0 + p.group < p.tiles ? t0 + p.group : p.tiles;
             if (row != current) {
                 rows_for(isa, &p, x, g, row, ring, R, held, rows);
                 current = row;
             }
-            v->tile[nv - 1](&p, rows, row, b0);
+            for (int64_t c0 = 0; c0 < C; c0 += p.chunk) {
+                int64_t c1 = c0 + p.chunk < C ? c0 + p.chunk : C;
+                for (int64_t t = t0; t < t1; t++) {
+                    int64_t b0 = t * p.NV, nv = p.blocks - b0 < p.NV ? p.blocks - b0 : p.NV;
+                    v->tile[nv - 1](&p, rows, row, b0, c0, c1);
+                }
+            }
         }
     }
 }
