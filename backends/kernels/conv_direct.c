@@ -23,9 +23,10 @@
  * (MB, NV) is chosen per convolution among the instruction set's by a small
  * cost model (FMA and load slots; padding of M to MB and of the row to NV
  * vectors). A pointwise convolution (1x1, stride 1, no padding) is a
- * product over spans of positions. Work items are (output row, tile) pairs
- * handed out statically; every output is computed entirely by one item,
- * always in the same order, at any vector width. */
+ * product over spans of positions. Work items are runs of tiles of one
+ * output row, passing over the input channels in L1-sized chunks, claimed
+ * by the threads a few rows at a time; every output is computed entirely
+ * by one item, always in the same order, at any vector width. */
 #include "backends/kernels/conv_direct.h"
 
 #include <omp.h>
@@ -120,6 +121,19 @@ static const ld_cd_isa *active_isa(void)
 {
     return ld_conv_direct_level_active() == LD_CONV_DIRECT_AVX512 ? &ld_cd_isa_avx512
                                                                   : &ld_cd_isa_avx2;
+}
+
+/* --- threading ----------------------------------------------------------------------- */
+
+/* Work items per claim of the dynamic schedules below: about 8 claims per
+ * thread. On a shared machine a thread the scheduler holds off the CPU then
+ * delays a loop by its current claim, not by its static share (half the
+ * work on 2 threads); the other thread takes the rest. Which thread runs an
+ * item never changes its result. */
+static int claim_size(int64_t items, int threads)
+{
+    int64_t c = items / (8 * (int64_t)(threads > 1 ? threads : 1));
+    return c < 1 ? 1 : c > (1 << 20) ? (1 << 20) : (int)c;
 }
 
 /* --- the choice of tile --------------------------------------------------------------- */
@@ -337,10 +351,11 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
     int64_t spans = (p->P + p->span - 1) / p->span;
     bool parallel = threads > 1 &&
                     (double)p->M * (double)p->C * (double)p->P >= PARALLEL_MIN_MACS;
+    int claim = claim_size(spans, threads);
 #pragma omp parallel num_threads(threads) if (parallel)
     {
         float *buf = bufs + (size_t)omp_get_thread_num() * (size_t)(p->C * MAX_SPAN);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, claim)
         for (int64_t t = 0; t < spans; t++) {
             isa->pointwise_copy(p, t * p->span, buf);
             int64_t first = t * p->span / lanes, end = first + p->span / lanes;
@@ -498,6 +513,7 @@ void ld_conv_direct_f32(const float *x, const float *w, const float *bias, float
     p.group = tile_group(&p, parallel, threads);
     int64_t groups = (p.tiles + p.group - 1) / p.group;
     int64_t items = p.L.out_rows[0] * p.L.out_rows[1] * groups;
+    int claim = claim_size(items, threads); /* consecutive rows: the ring refills once */
 #pragma omp parallel num_threads(threads) if (parallel)
     {
         float *ring = R ? inputs + (size_t)omp_get_thread_num() * (size_t)(R * p.row_floats)
@@ -506,7 +522,7 @@ void ld_conv_direct_f32(const float *x, const float *w, const float *bias, float
         const float *rows[MAX_KROWS];
         for (int64_t i = 0; i < R; i++)
             held[i] = -1;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, claim)
         for (int64_t i = 0; i < items; i++) {
             int64_t row = i / groups, t0 = (i % groups) * p.group;
             int64_t t1 = t0 + p.group < p.tiles ? t0 + p.group : p.tiles;

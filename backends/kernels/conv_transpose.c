@@ -221,7 +221,7 @@ static void col2im_once_f32(const float *col, const ld_window_geom *g, int64_t M
 {
     int64_t in2 = g->in[2], ncols = (r1 - r0) * in2, s1 = g->s[1], s2 = g->s[2];
     int64_t work = Mg * g->k_size * ncols;
-#pragma omp parallel for num_threads(threads) if (work > LD_PARALLEL_MIN_WORK) schedule(static)
+#pragma omp parallel for num_threads(threads) if (work > LD_PARALLEL_MIN_WORK) schedule(dynamic, 1)
     for (int64_t m = 0; m < Mg; m++) {
         float b = bias ? bias[m] : 0.0f;
         for (int64_t kh = 0; kh < s1; kh++)
