@@ -380,7 +380,10 @@ static void test_direct_every_variant(void **state)
  * work items of a few tiles, forced small, with every variant of every
  * level: channel counts that leave a short last chunk, rows ending in a
  * partial tile, M not a multiple of the block, with and without bias, 2-D
- * stride 1 and 2 and 3-D. The same bits as the emulated chain. */
+ * stride 1 and 2, 3-D, and a kernel of more taps than the flat tap loop
+ * takes (LD_CD_MAX_TAPS). The same bits as the emulated chain. */
+_Static_assert(5 * 14 > LD_CD_MAX_TAPS, "the 5 x 14 kernel must take the nested tap loops");
+
 static void test_direct_blocking(void **state)
 {
     (void)state;
@@ -392,7 +395,7 @@ static void test_direct_blocking(void **state)
         int lanes = levels[li] == LD_CONV_DIRECT_AVX512 ? 16 : 8;
         for (int v = 0; v < ld_conv_direct_variant_count(); v++) {
             ld_conv_direct_force_variant(v);
-            for (int shape = 0; shape < 3; shape++) {
+            for (int shape = 0; shape < 4; shape++) {
                 int nd = shape == 2 ? 3 : 2;
                 int64_t in[3] = {4, 3 * 6 * lanes + 5, 1}, k[3] = {3, 3, 1}, st[3] = {1, 1, 1};
                 int64_t dl[3] = {1, 1, 1}, pb[3] = {1, 1, 0}, pe[3] = {1, 1, 0};
@@ -402,6 +405,10 @@ static void test_direct_blocking(void **state)
                     in[0] = 3, in[1] = 3, in[2] = 2 * lanes + 3;
                     k[0] = 2, k[1] = 2, k[2] = 3, pb[0] = pe[0] = 0;
                     pb[1] = pe[1] = 0, pb[2] = pe[2] = 1;
+                }
+                if (shape == 3) { /* 5 x 14 = 70 taps: more than the flat tap loop takes */
+                    in[0] = 6, in[1] = 2 * lanes + 20, k[0] = 5, k[1] = 14;
+                    pb[0] = 2, pe[0] = 1, pb[1] = 6, pe[1] = 7;
                 }
                 conv_case t = {.C = 11 + v % 3, .M = 1 + (shape * 11 + v * 7) % 27};
                 assert_true(make_geom(&t.g, nd, in, k, st, dl, pb, pe));

@@ -37,6 +37,15 @@ tile_body(const ld_cd_plan *p, const float *const *rows, int64_t row, int64_t b0
     int64_t tap_off[LD_CD_MAX_KW];
     for (int64_t kw = 0; kw < KW; kw++)
         tap_off[kw] = (kw * d2) % phases * plen + (kw * d2) / phases + b0 * CD_LANES;
+    /* Kernels of at most LD_CD_MAX_TAPS taps run one loop over them per
+     * input channel, where each tap reads channel 0 in a table: the nest of
+     * kernel rows and columns cost as much as the FMAs when taps are few
+     * per channel (the first layer's 3 channels; kernels 3 wide). */
+    const bool flat = k_size <= LD_CD_MAX_TAPS;
+    const float *tap_x[LD_CD_MAX_TAPS];
+    for (int64_t r = 0; flat && r < k_rows; r++)
+        for (int64_t kw = 0; kw < KW; kw++)
+            tap_x[r * KW + kw] = rows[r] + tap_off[kw];
     int64_t y_row = row * p->L.out_w, valid = p->L.out_count - y_row;
     valid = valid < p->L.out_w ? valid : p->L.out_w;
     for (int64_t m0 = 0; m0 < p->M; m0 += MB) {
@@ -53,6 +62,25 @@ tile_body(const ld_cd_plan *p, const float *const *rows, int64_t row, int64_t b0
             }
         }
         const float *wk = p->pack + (m0 * p->C + c0 * MB) * k_size;
+        if (flat) {
+            for (int64_t c = c0; c < c1; c++) {
+                const int64_t xc = c * phases * plen;
+                for (int64_t t = 0; t < k_size; t++, wk += MB) {
+                    const float *xt = tap_x[t] + xc;
+                    CD_VEC xv[LD_CD_MAX_NV];
+#pragma GCC unroll 6
+                    for (int v = 0; v < NV; v++)
+                        xv[v] = CD_LOADU(xt + v * CD_LANES);
+#pragma GCC unroll 24
+                    for (int m = 0; m < MB; m++) {
+                        const CD_VEC wv = CD_SET1(wk[m]);
+#pragma GCC unroll 6
+                        for (int v = 0; v < NV; v++)
+                            acc[m * NV + v] = CD_FMA(wv, xv[v], acc[m * NV + v]);
+                    }
+                }
+            }
+        } else {
         for (int64_t c = c0; c < c1; c++)
             for (int64_t r = 0; r < k_rows; r++) {
                 const float *xr = rows[r] + c * phases * plen;
@@ -70,6 +98,7 @@ tile_body(const ld_cd_plan *p, const float *const *rows, int64_t row, int64_t b0
                     }
                 }
             }
+        }
         /* y = sum (+ bias after the last pass), the lanes of existing outputs only */
 #pragma GCC unroll 24
         for (int m = 0; m < MB; m++) { /* constant bounds: acc stays in registers */

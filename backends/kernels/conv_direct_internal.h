@@ -14,6 +14,7 @@
 #define LD_CD_MAX_NV 6   /* vectors per tile, any instruction set */
 #define LD_CD_MAX_MB 24  /* output channels per tile, any instruction set */
 #define LD_CD_MAX_KW 16  /* innermost kernel width */
+#define LD_CD_MAX_TAPS 64 /* kernels up to this size run one flat tap loop */
 
 /* Sizes of the repacked input and of the output rows. */
 typedef struct ld_cd_layout {
