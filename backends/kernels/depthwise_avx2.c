@@ -348,8 +348,10 @@ __attribute__((target("avx2"))) static void wide_row(const float *xp, const ld_w
         __m256 a = _mm256_loadu_ps(src + iw), b = _mm256_loadu_ps(src + iw + LANES);
         __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
         __m256 o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
-        _mm256_storeu_ps(even + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
-        _mm256_storeu_ps(odd + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
+        e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8));
+        o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8));
+        _mm256_storeu_ps(even + i, e);
+        _mm256_storeu_ps(odd + i, o);
     }
     for (; iw < W; iw++)
         ph[(pb + iw) % 2][(pb + iw) / 2] = src[iw];
