@@ -183,6 +183,7 @@ static int restore_auto(void **state)
 {
     (void)state;
     ld_conv_direct_force_variant(-1);
+    ld_conv_direct_force_blocking(0, 0);
     ld_conv_direct_force_level(LD_CONV_DIRECT_AUTO);
     return 0;
 }
@@ -375,6 +376,63 @@ static void test_direct_every_variant(void **state)
     }
 }
 
+/* Passes over chunks of input channels (the sums continue through y) and
+ * work items of a few tiles, forced small, with every variant of every
+ * level: channel counts that leave a short last chunk, rows ending in a
+ * partial tile, M not a multiple of the block, with and without bias, 2-D
+ * stride 1 and 2, 3-D, and a kernel of more taps than the flat tap loop
+ * takes (LD_CD_MAX_TAPS). The same bits as the emulated chain. */
+_Static_assert(5 * 14 > LD_CD_MAX_TAPS, "the 5 x 14 kernel must take the nested tap loops");
+
+static void test_direct_blocking(void **state)
+{
+    (void)state;
+    skip_without_kernels();
+    static const int64_t chunks[] = {1, 2, 5, 7}, groups[] = {1, 2, 3};
+    for (int li = 0; li < N_LEVELS; li++) {
+        if (!use_level(li))
+            continue;
+        int lanes = levels[li] == LD_CONV_DIRECT_AVX512 ? 16 : 8;
+        for (int v = 0; v < ld_conv_direct_variant_count(); v++) {
+            ld_conv_direct_force_variant(v);
+            for (int shape = 0; shape < 4; shape++) {
+                int nd = shape == 2 ? 3 : 2;
+                int64_t in[3] = {4, 3 * 6 * lanes + 5, 1}, k[3] = {3, 3, 1}, st[3] = {1, 1, 1};
+                int64_t dl[3] = {1, 1, 1}, pb[3] = {1, 1, 0}, pe[3] = {1, 1, 0};
+                if (shape == 1)
+                    st[0] = st[1] = 2, pe[1] = 2;
+                if (shape == 2) {
+                    in[0] = 3, in[1] = 3, in[2] = 2 * lanes + 3;
+                    k[0] = 2, k[1] = 2, k[2] = 3, pb[0] = pe[0] = 0;
+                    pb[1] = pe[1] = 0, pb[2] = pe[2] = 1;
+                }
+                if (shape == 3) { /* 5 x 14 = 70 taps: more than the flat tap loop takes */
+                    in[0] = 6, in[1] = 2 * lanes + 20, k[0] = 5, k[1] = 14;
+                    pb[0] = 2, pe[0] = 1, pb[1] = 6, pe[1] = 7;
+                }
+                conv_case t = {.C = 11 + v % 3, .M = 1 + (shape * 11 + v * 7) % 27};
+                assert_true(make_geom(&t.g, nd, in, k, st, dl, pb, pe));
+                assert_true(ld_conv_direct_fits(&t.g, t.C, t.M));
+                t.x = random_floats(t.C * t.g.in_size);
+                t.w = random_floats(t.M * t.C * t.g.k_size);
+                t.b = (shape + v) % 2 ? random_floats(t.M) : NULL;
+                for (size_t ci = 0; ci < sizeof chunks / sizeof chunks[0]; ci++) {
+                    ld_conv_direct_force_blocking(chunks[ci], groups[ci % 3]);
+                    char label[128];
+                    snprintf(label, sizeof label, "%s variant %d shape %d C %lld M %lld chunk "
+                             "%lld group %lld", ld_conv_direct_level_name(levels[li]), v, shape,
+                             (long long)t.C, (long long)t.M, (long long)chunks[ci],
+                             (long long)groups[ci % 3]);
+                    check_case(&t, label);
+                }
+                ld_conv_direct_force_blocking(0, 0);
+                free(t.x), free(t.w), free(t.b);
+            }
+        }
+        ld_conv_direct_force_variant(-1);
+    }
+}
+
 /* ld_gemm_direct_f32 (ConvTranspose's product), A plain and transposed,
  * with row strides wider than the rows (N = 87: a last vector of 7 of 8
  * or 16 lanes, whose masked store must not reach the gap): the FMA chain over k from +0, bit
@@ -498,6 +556,7 @@ int main(void)
         cmocka_unit_test_teardown(test_interleave2, restore_auto),
         cmocka_unit_test_teardown(test_gemm_direct, restore_auto),
         cmocka_unit_test_teardown(test_direct_every_variant, restore_auto),
+        cmocka_unit_test_teardown(test_direct_blocking, restore_auto),
         cmocka_unit_test_teardown(test_direct_model_shapes, restore_auto),
         cmocka_unit_test_teardown(test_direct_random, restore_auto),
     };

@@ -203,6 +203,52 @@ static void test_paddleocr_shapes(void **state)
     }
 }
 
+/* Wide planes at stride 2 (more blocks per row than the narrow-plane copy
+ * takes: the AVX2 kernel's ring of even/odd rows), 2-D and 1-D, random
+ * kernels, dilations and padding, every special-value mix (the -0 bias and
+ * infinite weights must leave the ring for the masked blocks), and a row
+ * too wide for the ring. */
+static void test_wide_stride2_planes(void **state)
+{
+    (void)state;
+    for (size_t l = 0; l < N_LEVELS; l++) {
+        if (!ld_depthwise_level_supported(kernel_levels[l]))
+            continue;
+        for (int it = 0; it < 120; it++) {
+            ld_window_geom g = {.nd = it % 4 == 0 ? 1 : 2};
+            for (int d = 0; d < 3; d++)
+                g.in[d] = g.k[d] = g.s[d] = g.d[d] = 1;
+            if (g.nd == 2) {
+                g.in[1] = pick(1, 9);
+                g.k[1] = pick(1, 6);
+                g.s[1] = pick(1, 3);
+                g.d[1] = pick(1, 2);
+                g.pb[1] = pick(0, 3);
+                g.pe[1] = pick(0, 3);
+            }
+            g.in[2] = it == 119 ? 30001 : pick(225, 900);
+            g.k[2] = pick(1, 6);
+            g.s[2] = 2;
+            g.d[2] = pick(1, 2);
+            g.pb[2] = pick(0, 3);
+            g.pe[2] = pick(0, 3);
+            bool ok = true;
+            for (int d = 0; d < 3; d++) {
+                int64_t span = (g.k[d] - 1) * g.d[d] + 1;
+                ok = ok && g.in[d] + g.pb[d] + g.pe[d] >= span;
+                if (ok)
+                    g.out[d] = (g.in[d] + g.pb[d] + g.pe[d] - span) / g.s[d] + 1;
+            }
+            if (!ok || !level_fits(kernel_levels[l], &g))
+                continue;
+            g.in_size = g.in[0] * g.in[1] * g.in[2];
+            g.out_size = g.out[0] * g.out[1] * g.out[2];
+            g.k_size = g.k[0] * g.k[1] * g.k[2];
+            check_case(&g, it % 4, kernel_levels[l]);
+        }
+    }
+}
+
 static void test_level_switch(void **state)
 {
     (void)state;
@@ -261,6 +307,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_geometries_match_bit_for_bit),
         cmocka_unit_test(test_paddleocr_shapes),
+        cmocka_unit_test(test_wide_stride2_planes),
         cmocka_unit_test(test_fits_limits_the_mask_table),
         cmocka_unit_test(test_level_switch),
     };

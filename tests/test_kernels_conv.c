@@ -439,6 +439,16 @@ static void test_conv_transpose_paths(void **state)
     run_everywhere(&same);
     same.auto_pad = "SAME_LOWER";
     run_everywhere(&same);
+    /* Several tiles of input rows on the direct product (512 KiB of columns
+     * per thread): the non-overlapping 2x2 stride-2 col2im and the
+     * overlapping one, tiles ending mid-image. */
+    conv_case up = {.nd = 2, .N = 1, .C = 8, .M = 24, .group = 1, .in = {40, 200}, .k = {2, 2},
+                    .s = {2, 2}, .d = {1, 1}, .bias = true, .transpose = true};
+    run_everywhere(&up);
+    conv_case over = {.nd = 2, .N = 1, .C = 8, .M = 16, .group = 1, .in = {41, 200},
+                      .k = {3, 3}, .s = {2, 2}, .d = {1, 1}, .pads = {1, 1, 1, 1},
+                      .bias = true, .transpose = true};
+    run_everywhere(&over);
 }
 
 /* --- integer convolutions ----------------------------------------------------------- */

@@ -167,7 +167,7 @@ static void conv_output_shape(const conv_problem *p, ld_shape *out)
         const T *x = p->x, *w = p->w, *b = p->b;                                               \
         T *y = p->y;                                                                           \
         int64_t Mg = p->M / p->group, planes = p->N * p->M;                                    \
-        _Pragma("omp parallel for num_threads(threads) if (planes * g->out_size * g->k_size > (1 << 16)) schedule(static)") \
+        _Pragma("omp parallel for num_threads(threads) if (planes * g->out_size * g->k_size > (1 << 16)) schedule(dynamic, 1)") \
         for (int64_t pl = 0; pl < planes; pl++) {                                              \
             int64_t n = pl / p->M, m = pl % p->M, c = m / Mg;                                  \
             PLANE(x + (n * p->C + c) * g->in_size, w + m * g->k_size, b ? b[m] : (T)0,         \

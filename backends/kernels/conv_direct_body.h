@@ -20,27 +20,68 @@
 /* --- the tile ---------------------------------------------------------------------- */
 
 /* One tile: output channels [m0, m0 + MB) for every m0 (those < M are
- * stored), vectors [b0, b0 + NV) of output row `row`. MB and NV are
- * constants in each instantiation, so the accumulators live in registers. */
+ * stored), vectors [b0, b0 + NV) of output row `row`, input channels [c0,
+ * c1). A pass that does not start at channel 0 continues the sums the
+ * previous pass left in y (a float32 accumulator stored and loaded back is
+ * the same value, so the chain is unchanged); the pass ending at C adds the
+ * bias. MB and NV are constants in each instantiation, so the accumulators
+ * live in registers. */
 __attribute__((target(CD_TARGET), always_inline)) static inline void
-tile_body(const ld_cd_plan *p, const float *const *rows, int64_t row, int64_t b0, const int MB,
-          const int NV)
+tile_body(const ld_cd_plan *p, const float *const *rows, int64_t row, int64_t b0, int64_t c0,
+          int64_t c1, const int MB, const int NV)
 {
     const int64_t KW = p->k[2], d2 = p->d[2], phases = p->L.phases, plen = p->L.phase_len;
     const int64_t k_rows = p->k[0] * p->k[1], k_size = k_rows * KW;
+    const bool first = c0 == 0, last = c1 == p->C;
     /* where each kernel column reads: phase and offset within it */
     int64_t tap_off[LD_CD_MAX_KW];
     for (int64_t kw = 0; kw < KW; kw++)
         tap_off[kw] = (kw * d2) % phases * plen + (kw * d2) / phases + b0 * CD_LANES;
+    /* Kernels of at most LD_CD_MAX_TAPS taps run one loop over them per
+     * input channel, where each tap reads channel 0 in a table: the nest of
+     * kernel rows and columns cost as much as the FMAs when taps are few
+     * per channel (the first layer's 3 channels; kernels 3 wide). */
+    const bool flat = k_size <= LD_CD_MAX_TAPS;
+    const float *tap_x[LD_CD_MAX_TAPS];
+    for (int64_t r = 0; flat && r < k_rows; r++)
+        for (int64_t kw = 0; kw < KW; kw++)
+            tap_x[r * KW + kw] = rows[r] + tap_off[kw];
     int64_t y_row = row * p->L.out_w, valid = p->L.out_count - y_row;
     valid = valid < p->L.out_w ? valid : p->L.out_w;
     for (int64_t m0 = 0; m0 < p->M; m0 += MB) {
+        int64_t mcount = p->M - m0 < MB ? p->M - m0 : MB;
         CD_VEC acc[CD_MAX_ACC];
 #pragma GCC unroll 24
-        for (int i = 0; i < MB * NV; i++)
-            acc[i] = CD_ZERO();
-        const float *wk = p->pack + m0 * p->C * k_size;
-        for (int64_t c = 0; c < p->C; c++)
+        for (int m = 0; m < MB; m++) {
+            const float *yr = p->y + (m0 + m) * p->L.out_count + y_row;
+#pragma GCC unroll 6
+            for (int v = 0; v < NV; v++) {
+                int64_t ow0 = (b0 + v) * CD_LANES;
+                acc[m * NV + v] = first || m >= mcount ? CD_ZERO()
+                                                       : CD_LOAD_N(yr + ow0, valid - ow0);
+            }
+        }
+        const float *wk = p->pack + (m0 * p->C + c0 * MB) * k_size;
+        if (flat) {
+            for (int64_t c = c0; c < c1; c++) {
+                const int64_t xc = c * phases * plen;
+                for (int64_t t = 0; t < k_size; t++, wk += MB) {
+                    const float *xt = tap_x[t] + xc;
+                    CD_VEC xv[LD_CD_MAX_NV];
+#pragma GCC unroll 6
+                    for (int v = 0; v < NV; v++)
+                        xv[v] = CD_LOADU(xt + v * CD_LANES);
+#pragma GCC unroll 24
+                    for (int m = 0; m < MB; m++) {
+                        const CD_VEC wv = CD_SET1(wk[m]);
+#pragma GCC unroll 6
+                        for (int v = 0; v < NV; v++)
+                            acc[m * NV + v] = CD_FMA(wv, xv[v], acc[m * NV + v]);
+                    }
+                }
+            }
+        } else {
+        for (int64_t c = c0; c < c1; c++)
             for (int64_t r = 0; r < k_rows; r++) {
                 const float *xr = rows[r] + c * phases * plen;
                 for (int64_t kw = 0; kw < KW; kw++, wk += MB) {
@@ -57,18 +98,19 @@ tile_body(const ld_cd_plan *p, const float *const *rows, int64_t row, int64_t b0
                     }
                 }
             }
-        /* y = sum + bias, the lanes of existing outputs only */
-        int64_t mcount = p->M - m0 < MB ? p->M - m0 : MB;
+        }
+        /* y = sum (+ bias after the last pass), the lanes of existing outputs only */
 #pragma GCC unroll 24
         for (int m = 0; m < MB; m++) { /* constant bounds: acc stays in registers */
             if (m >= mcount)
                 break;
             float *yr = p->y + (m0 + m) * p->L.out_count + y_row;
-            const CD_VEC bv = CD_SET1(p->bias ? p->bias[m0 + m] : 0.0f);
+            const bool add_bias = last && p->bias;
+            const CD_VEC bv = CD_SET1(add_bias ? p->bias[m0 + m] : 0.0f);
 #pragma GCC unroll 6
             for (int v = 0; v < NV; v++) {
                 int64_t ow0 = (b0 + v) * CD_LANES;
-                CD_VEC o = p->bias ? CD_ADD(acc[m * NV + v], bv) : acc[m * NV + v];
+                CD_VEC o = add_bias ? CD_ADD(acc[m * NV + v], bv) : acc[m * NV + v];
                 CD_STORE_N(yr + ow0, o, valid - ow0);
             }
         }
@@ -140,9 +182,10 @@ pointwise_body(const ld_cd_pw_plan *p, int64_t b0, const float *buf, const int M
 /* tile_MB_NV and pointwise_MB_NV: the two bodies with constant sizes. */
 #define CD_VARIANT(MB, NV)                                                                     \
     __attribute__((target(CD_TARGET))) static void tile_##MB##_##NV(                           \
-        const ld_cd_plan *p, const float *const *rows, int64_t row, int64_t b0)                \
+        const ld_cd_plan *p, const float *const *rows, int64_t row, int64_t b0, int64_t c0,    \
+        int64_t c1)                                                                            \
     {                                                                                          \
-        tile_body(p, rows, row, b0, MB, NV);                                                   \
+        tile_body(p, rows, row, b0, c0, c1, MB, NV);                                           \
     }                                                                                          \
     __attribute__((target(CD_TARGET))) static void pointwise_##MB##_##NV(                      \
         const ld_cd_pw_plan *p, int64_t b0, const float *buf)                                  \

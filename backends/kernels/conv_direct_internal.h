@@ -14,6 +14,7 @@
 #define LD_CD_MAX_NV 6   /* vectors per tile, any instruction set */
 #define LD_CD_MAX_MB 24  /* output channels per tile, any instruction set */
 #define LD_CD_MAX_KW 16  /* innermost kernel width */
+#define LD_CD_MAX_TAPS 64 /* kernels up to this size run one flat tap loop */
 
 /* Sizes of the repacked input and of the output rows. */
 typedef struct ld_cd_layout {
@@ -34,6 +35,8 @@ typedef struct ld_cd_plan {
     int64_t row_floats; /* one padded input row of all channels: C * phases * phase_len */
     int64_t blocks;     /* vectors (of the instruction set's lanes) per output row */
     int64_t tiles;      /* per output row: ceil(blocks / NV) */
+    int64_t chunk;      /* input channels per pass over a work item's tiles */
+    int64_t group;      /* tiles per work item (consecutive, of one output row) */
     int MB, NV;
 } ld_cd_plan;
 
@@ -49,9 +52,11 @@ typedef struct ld_cd_pw_plan {
 } ld_cd_pw_plan;
 
 /* One tile of MB (all channel blocks) x nv vectors of output row `row`
- * from vector b0; rows[kd * KH + kh] are the repacked input rows it reads. */
+ * from vector b0, input channels [c0, c1) (c0 > 0: continuing the sums in
+ * y; c1 = C: adding the bias); rows[kd * KH + kh] are the repacked input
+ * rows it reads. */
 typedef void (*ld_cd_tile_fn)(const ld_cd_plan *p, const float *const *rows, int64_t row,
-                              int64_t b0);
+                              int64_t b0, int64_t c0, int64_t c1);
 /* One pointwise tile of nv vectors from vector b0; its inputs at buf (rows
  * of p->span floats). */
 typedef void (*ld_cd_pw_fn)(const ld_cd_pw_plan *p, int64_t b0, const float *buf);
@@ -105,5 +110,10 @@ int ld_conv_direct_variant_count(void);
  * level (an index past the count, or -1, restores the cost model's choice).
  * Global, as ld_conv_direct_force_level. */
 void ld_conv_direct_force_variant(int index);
+/* Tests: every non-pointwise convolution passes over its input channels in
+ * chunks of `channels` (0 restores the cache-sized choice of conv_direct.c)
+ * and splits each output row into work items of `tiles` tiles (0: the
+ * choice by size and thread count). Global, as ld_conv_direct_force_level. */
+void ld_conv_direct_force_blocking(int64_t channels, int64_t tiles);
 
 #endif
