@@ -408,8 +408,8 @@ TARGET static INLINE void loop_errors(const loop_consts *kc, const float *r, con
             /* abs and rel narrow keys side by side, saturated to 16 bits */
             __m256i ka = narrow_kc(kc->bias_abs, kc->shift_abs, kc->one, keys8(lo.abs, hi.abs));
             __m256i kr = narrow_kc(kc->bias_rel, kc->shift_rel, kc->one, keys8(lo.rel, hi.rel));
-            _mm256_storeu_si256(keys + i / 4, _mm256_packs_epi32(ka, kr));
-            _mm256_storeu_si256(keys + i / 4 + 1, keys8(lo.ulp, hi.ulp));
+            _mm256_storeu_si256(keys + (unsigned)i / 4, _mm256_packs_epi32(ka, kr));
+            _mm256_storeu_si256(keys + (unsigned)i / 4 + 1, keys8(lo.ulp, hi.ulp));
         }
     }
     *st = s;
@@ -437,9 +437,9 @@ TARGET static INLINE void loop_intervals(const float *r, const float *t, int n,
     for (int i = 0; i < n; i += 8) {
         unsigned in = 0;
         if (nv > 0)
-            in |= intervals_both(lo2, hi2, nv, _mm256_loadu_si256(keys + i / 4), ge2);
+            in |= intervals_both(lo2, hi2, nv, _mm256_loadu_si256(keys + (unsigned)i / 4), ge2);
         if (nu > 0)
-            in |= intervals32(lo_u, hi_u, nu, _mm256_loadu_si256(keys + i / 4 + 1), ge_u);
+            in |= intervals32(lo_u, hi_u, nu, _mm256_loadu_si256(keys + (unsigned)i / 4 + 1), ge_u);
         __m256i idx = keep_lanes(in);
         _mm256_storeu_ps(kept_r, _mm256_permutevar8x32_ps(_mm256_loadu_ps(r + i), idx));
         _mm256_storeu_ps(kept_t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(t + i), idx));
