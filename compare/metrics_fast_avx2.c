@@ -289,28 +289,29 @@ TARGET static INLINE void loop_sides(const loop_consts *kc, const float *r, cons
                                      side_state *st, const bool shifted, const bool allclose)
 {
     side_state s = *st;
-    for (int i = 0; i < n; i += 8) {
+    for (int i16 = 0; i16 < n; i16 += 16) { /* n: a multiple of 16 */
         OPAQUE(kc);
         /* 4 KiB ahead, as the AVX-512 kernel: the hardware's prefetch falls
-           behind; a line (16 floats) every other step */
-        if (!(i & 8)) {
-            _mm_prefetch((const char *)(r + i + 1024), _MM_HINT_T0);
-            _mm_prefetch((const char *)(t + i + 1024), _MM_HINT_T0);
+           behind; a line (16 floats) per two steps */
+        _mm_prefetch((const char *)(r + i16 + 1024), _MM_HINT_T0);
+        _mm_prefetch((const char *)(t + i16 + 1024), _MM_HINT_T0);
+#pragma GCC unroll 2
+        for (int i = i16; i < i16 + 16; i += 8) {
+            __m256 rf = _mm256_loadu_ps(r + i), tf = _mm256_loadu_ps(t + i);
+            __m256i rb = _mm256_and_si256(_mm256_castps_si256(rf), kc->abs_mask);
+            __m256i tb = _mm256_and_si256(_mm256_castps_si256(tf), kc->abs_mask);
+            __m256 af = _mm256_castsi256_ps(
+                _mm256_and_si256(_mm256_castps_si256(_mm256_sub_ps(tf, rf)), kc->abs_mask));
+            s.min_abs = _mm256_min_epu32(s.min_abs, _mm256_min_epu32(rb, tb));
+            s.equal = _mm256_sub_epi32(s.equal,
+                                       _mm256_castps_si256(_mm256_cmp_ps(rf, tf, _CMP_EQ_OQ)));
+            s.fail = _mm256_or_ps(s.fail, screen_failures(af, _mm256_castsi256_ps(rb), kc->ta,
+                                                          kc->rt, allclose));
+            s.r_min = _mm256_min_ps(s.r_min, rf);
+            s.r_max = _mm256_max_ps(s.r_max, rf);
+            s.t_min = _mm256_min_ps(s.t_min, tf);
+            s.t_max = _mm256_max_ps(s.t_max, tf);
         }
-        __m256 rf = _mm256_loadu_ps(r + i), tf = _mm256_loadu_ps(t + i);
-        __m256i rb = _mm256_and_si256(_mm256_castps_si256(rf), kc->abs_mask);
-        __m256i tb = _mm256_and_si256(_mm256_castps_si256(tf), kc->abs_mask);
-        __m256 af = _mm256_castsi256_ps(
-            _mm256_and_si256(_mm256_castps_si256(_mm256_sub_ps(tf, rf)), kc->abs_mask));
-        s.min_abs = _mm256_min_epu32(s.min_abs, _mm256_min_epu32(rb, tb));
-        s.equal = _mm256_sub_epi32(s.equal,
-                                   _mm256_castps_si256(_mm256_cmp_ps(rf, tf, _CMP_EQ_OQ)));
-        s.fail = _mm256_or_ps(s.fail, screen_failures(af, _mm256_castsi256_ps(rb), kc->ta,
-                                                      kc->rt, allclose));
-        s.r_min = _mm256_min_ps(s.r_min, rf);
-        s.r_max = _mm256_max_ps(s.r_max, rf);
-        s.t_min = _mm256_min_ps(s.t_min, tf);
-        s.t_max = _mm256_max_ps(s.t_max, tf);
     }
     /* the side sums in a loop of their own: with them in the loop above,
        its 11 accumulators and the temporaries did not fit in 16 registers */
@@ -354,19 +355,23 @@ typedef struct err4 {
 } err4;
 
 TARGET static INLINE err4 errors_step(const loop_consts *kc, const float *r, const float *t,
-                                      const bool zeros)
+                                      const bool low)
 {
     __m256d rd = _mm256_cvtps_pd(_mm_loadu_ps(r)), td = _mm256_cvtps_pd(_mm_loadu_ps(t));
     err4 e;
     e.diff = _mm256_sub_pd(td, rd);
     e.abs = _mm256_andnot_pd(kc->sign, e.diff);
     __m256d ar = _mm256_andnot_pd(kc->sign, rd);
-    if (zeros) { /* r = 0 divides by LD_COMPARE_REL_EPSILON instead */
+    /* with low false every |r| is at least 2^emin (loop_errors): no r is 0
+       and no exponent below emin */
+    if (low) { /* r = 0 divides by LD_COMPARE_REL_EPSILON instead */
         __m256d r_zero = _mm256_cmp_pd(ar, _mm256_setzero_pd(), _CMP_EQ_OQ);
         ar = _mm256_blendv_pd(ar, kc->rel_eps, r_zero);
     }
     e.rel = _mm256_div_pd(e.abs, ar);
-    __m256d ex = _mm256_max_pd(_mm256_and_pd(rd, kc->exp_field), kc->emin);
+    __m256d ex = _mm256_and_pd(rd, kc->exp_field);
+    if (low)
+        ex = _mm256_max_pd(ex, kc->emin);
     __m256i scale = _mm256_sub_epi64(kc->base, _mm256_castpd_si256(ex));
     e.ulp = _mm256_mul_pd(e.abs, _mm256_castsi256_pd(scale)); /* exact: a power of two */
     return e;
@@ -380,13 +385,13 @@ TARGET static INLINE __m256i narrow_kc(__m256i bias, __m128i shift, __m256i one,
 TARGET static INLINE void loop_errors(const loop_consts *kc, const float *r, const float *t,
                                       int n, err_state *st, double *const out[CMP_MEASURES],
                                       __m256i *keys, const bool store, const bool feed,
-                                      const bool zeros)
+                                      const bool low)
 {
     err_state s = *st;
     for (int i = 0; i < n; i += 8) {
         OPAQUE(kc);
-        err4 lo = errors_step(kc, r + i, t + i, zeros);
-        err4 hi = errors_step(kc, r + i + 4, t + i + 4, zeros);
+        err4 lo = errors_step(kc, r + i, t + i, low);
+        err4 hi = errors_step(kc, r + i + 4, t + i + 4, low);
         /* the halves added first (loop_sides): one addition in each sum's
            carried chain per step */
         s.abs = _mm256_add_pd(s.abs, _mm256_add_pd(lo.abs, hi.abs));
@@ -488,6 +493,11 @@ TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
         kc.shift_rel = _mm_cvtsi32_si128(A->q[CMP_REL].shift);
     }
     const loop_consts *kcp = &kc;
+    /* the bits of 2^emin as a float (at least the smallest subnormal, 2^-149;
+       +inf when emin exceeds the floats' range: no finite |x| reaches it) */
+    float low_f = ldexpf(1.0f, p->ulp_emin < -149 ? -149 : p->ulp_emin > 128 ? 128 : p->ulp_emin);
+    uint32_t low_bits;
+    memcpy(&low_bits, &low_f, sizeof low_bits);
     iv_state is;
     __m256i lo2[QSEL_MAX_RANKS], hi2[QSEL_MAX_RANKS]; /* abs | rel bounds, 16-bit */
     __m256i lo_u[QSEL_MAX_RANKS], hi_u[QSEL_MAX_RANKS];
@@ -512,11 +522,11 @@ TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
         double *out[CMP_MEASURES];
         for (int k = 0; k < CMP_MEASURES; k++)
             out[k] = store ? A->store[k] + c : NULL;
-        /* no r is 0 in most chunks (the smallest |r| or |t| so far in the
-           block, from loop_sides, says so): then the relative error's
-           denominator needs no test */
-        if (_mm256_testz_si256(_mm256_cmpeq_epi32(ss.min_abs, _mm256_setzero_si256()),
-                               _mm256_set1_epi32(-1)))
+        /* in most chunks every |r| is at least 2^emin (the smallest |r| or
+           |t| so far in the block, from loop_sides, says so): then the
+           relative error's denominator needs no test for 0 and the ulp
+           exponent no clamp (errors_step) */
+        if (reduce_min_epu32(ss.min_abs) >= low_bits)
             loop_errors(kcp, r, t, n, &es, out, keys, store, feed, false);
         else
             loop_errors(kcp, r, t, n, &es, out, keys, store, feed, true);

@@ -3,10 +3,10 @@
  * the portable kernel (cmp_block_double) on blocks of every length near the
  * vector widths, the AVX2 kernel's chunks and the block size, with zeros,
  * subnormals, exact matches, values beyond fp16 and failing elements in
- * every lane; blocks whose chunks hold no zero or one zero reference;
- * blocks holding a NaN or an infinity in any lane refused with nothing
- * counted; and the interval feeding (the kept pairs, in order, and
- * the per-interval counts) against qsel_key_of element by element, with
+ * every lane; blocks whose chunks hold no value below 2^emin, or one
+ * zero or tiny reference; blocks holding a NaN or an infinity in any lane
+ * refused with nothing counted; and the interval feeding (the kept pairs,
+ * in order, and the per-interval counts) against qsel_key_of element by element, with
  * every one of the 256 patterns of 8 lanes inside or outside occurring. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -182,11 +182,13 @@ static void test_blocks_against_portable(void **state)
     cmpt_each_kernel(blocks_body);
 }
 
-/* The AVX2 kernel divides by |r| without testing it for 0 in a chunk of 512
- * when no |r| or |t| so far in the block is 0 (metrics_fast_avx2.c,
- * loop_errors): blocks without zeros, and with one zero reference first in
- * various chunks and lanes, element by element against the portable kernel
- * (a zero taken by the untested division gives +inf instead of |t| / 2.22e-16). */
+/* The AVX2 kernel divides by |r| without testing it for 0, and takes the
+ * ulp exponent without clamping it to emin, in a chunk of 512 when every
+ * |r| and |t| so far in the block is at least 2^emin (metrics_fast_avx2.c,
+ * loop_errors): blocks without such values, and with one zero or tiny
+ * reference first in various chunks and lanes, element by element against
+ * the portable kernel (a zero taken by the untested division gives +inf
+ * instead of |t| / 2.22e-16; an unclamped exponent a larger ulp error). */
 static void zero_chunks_body(void)
 {
     if (!cmp_fast_available())
@@ -202,14 +204,15 @@ static void zero_chunks_body(void)
                 cmp_params p = fp16_params(LD_TOL_POLYGRAPHY, 4.8828125e-3, shifted);
                 edge_rtol = p.rtol;
                 for (int i = 0; i < m; i++) {
-                    do /* any kind but zeros */
+                    do /* any kind but those below fp16's 2^-14 */
                         random_pair(&r_f[i], &t_f[i]);
-                    while (r_f[i] == 0.0f || t_f[i] == 0.0f);
+                    while (fabsf(r_f[i]) < 0x1p-14f || fabsf(t_f[i]) < 0x1p-14f);
                     r_d[i] = r_f[i];
                     t_d[i] = t_f[i];
                 }
-                if (z >= 0) {
-                    r_f[z] = (ai % 2) ? -0.0f : 0.0f;
+                if (z >= 0) { /* a zero, a subnormal or a value just below 2^-14 */
+                    const float low[4] = {0.0f, -0.0f, 0x1p-140f, -0x1.fffffep-15f};
+                    r_f[z] = low[(ai + (size_t)shifted) % 4];
                     t_f[z] = (float)(urand() * 1e-3);
                     r_d[z] = r_f[z];
                     t_d[z] = t_f[z];
