@@ -123,14 +123,6 @@ TARGET static INLINE __m256i narrow_unclamped(const narrow_map *m, __m256i key)
     return _mm256_sub_epi32(key, m->bias);
 }
 
-/* abs and rel narrow keys side by side, saturated to 16 bits: in each
- * 128-bit half the 4 abs keys, then the 4 rel keys (vpackssdw). */
-TARGET static INLINE __m256i narrow_both(const narrow_map *ma, const narrow_map *mr, __m256i ka,
-                                         __m256i kr)
-{
-    return _mm256_packs_epi32(narrow_unclamped(ma, ka), narrow_unclamped(mr, kr));
-}
-
 TARGET static INLINE __m256i narrow32(const narrow_map *m, __m256i key)
 {
     return _mm256_min_epi32(_mm256_max_epi32(narrow_unclamped(m, key),
@@ -138,7 +130,7 @@ TARGET static INLINE __m256i narrow32(const narrow_map *m, __m256i key)
                             _mm256_set1_epi32(INT16_MAX));
 }
 
-/* A vector of 16-bit bounds laid out like narrow_both's keys. */
+/* A vector of 16-bit bounds laid out like loop_errors' abs and rel keys. */
 TARGET static INLINE __m256i bounds_both(int32_t abs_bound, int32_t rel_bound)
 {
     int64_t a = (int64_t)((uint64_t)(uint16_t)abs_bound * 0x0001000100010001ull);
@@ -168,7 +160,8 @@ TARGET static INLINE __m256 screen_failures(__m256 af, __m256 arf, __m256 ta, __
                          _mm256_cmp_ps(af, _mm256_mul_ps(rt, arf), _CMP_GE_OQ));
 }
 
-/* abs and rel keys side by side (narrow_both) against nv intervals each,
+/* abs and rel keys side by side (the low 4 words of each
+ * 128-bit half abs, the high 4 rel: vpackssdw) against nv intervals each,
  * given as lo - 1 and hi (lo > every key > hi for pads): key >= lo is
  * key > lo - 1, and with the key the first operand both bounds can stay in
  * memory (16 registers do not hold them, the counters and the rest).
@@ -263,6 +256,27 @@ TARGET static INLINE uint32_t reduce_min_epu32(__m256i v)
 enum { CHUNK = 512 };
 _Static_assert(CMP_BLOCK % CHUNK == 0 && CHUNK % 8 == 0, "chunks of whole steps");
 
+/* The loops' constants, read from memory in every step (opaque): with them
+ * in registers GCC spilled accumulators instead, and an accumulator kept in
+ * memory puts a store-to-load forwarding (about 7 cycles on Zen 3) into the
+ * loop's carried chain: the float32 loop ran at about half speed and the
+ * error loop's Σ(t - r)² chain bound it. Loads of constants cost nothing
+ * measurable (3 loads per cycle, folded into the instructions). */
+typedef struct loop_consts {
+    __m256 ta, rt;
+    __m256i abs_mask;
+    __m256d r_shift, t_shift;
+    __m256d sign, rel_eps;          /* -0.0, LD_COMPARE_REL_EPSILON */
+    __m256d exp_field, emin;        /* ulp_consts */
+    __m256i base;
+    __m256i bias_abs, bias_rel, one;
+    __m128i shift_abs, shift_rel;
+} loop_consts;
+
+/* Hides kc's value from the optimizer, so that the constants are loaded
+ * where used instead of hoisted into registers (loop_consts). */
+#define OPAQUE(kc) __asm__("" : "+r"(kc))
+
 /* Loop 1, float32 and the side sums: min, max, smallest |x|, exact
  * matches, the screened verdict; Σ(x - c) and Σ(x - c)². */
 typedef struct side_state {
@@ -271,97 +285,122 @@ typedef struct side_state {
     __m256d r1, r2, t1, t2;
 } side_state;
 
-TARGET static INLINE void loop_sides(const cmp_params *p, const float *r, const float *t, int n,
-                                     float ta_bound, float rt_bound, side_state *st,
-                                     const bool shifted, const bool allclose)
+TARGET static INLINE void loop_sides(const loop_consts *kc, const float *r, const float *t, int n,
+                                     side_state *st, const bool shifted, const bool allclose)
 {
-    const __m256 ta = _mm256_set1_ps(ta_bound), rt = _mm256_set1_ps(rt_bound);
-    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
-    const __m256d r_shift = _mm256_set1_pd(p->ref_shift), t_shift = _mm256_set1_pd(p->test_shift);
     side_state s = *st;
-    for (int i = 0; i < n; i += 8) {
+    for (int i16 = 0; i16 < n; i16 += 16) { /* n: a multiple of 16 */
+        OPAQUE(kc);
         /* 4 KiB ahead, as the AVX-512 kernel: the hardware's prefetch falls
-           behind; a line (16 floats) every other step */
-        if (!(i & 8)) {
-            _mm_prefetch((const char *)(r + i + 1024), _MM_HINT_T0);
-            _mm_prefetch((const char *)(t + i + 1024), _MM_HINT_T0);
+           behind; a line (16 floats) per two steps */
+        _mm_prefetch((const char *)(r + i16 + 1024), _MM_HINT_T0);
+        _mm_prefetch((const char *)(t + i16 + 1024), _MM_HINT_T0);
+#pragma GCC unroll 2
+        for (int i = i16; i < i16 + 16; i += 8) {
+            __m256 rf = _mm256_loadu_ps(r + i), tf = _mm256_loadu_ps(t + i);
+            __m256i rb = _mm256_and_si256(_mm256_castps_si256(rf), kc->abs_mask);
+            __m256i tb = _mm256_and_si256(_mm256_castps_si256(tf), kc->abs_mask);
+            __m256 af = _mm256_castsi256_ps(
+                _mm256_and_si256(_mm256_castps_si256(_mm256_sub_ps(tf, rf)), kc->abs_mask));
+            s.min_abs = _mm256_min_epu32(s.min_abs, _mm256_min_epu32(rb, tb));
+            s.equal = _mm256_sub_epi32(s.equal,
+                                       _mm256_castps_si256(_mm256_cmp_ps(rf, tf, _CMP_EQ_OQ)));
+            s.fail = _mm256_or_ps(s.fail, screen_failures(af, _mm256_castsi256_ps(rb), kc->ta,
+                                                          kc->rt, allclose));
+            s.r_min = _mm256_min_ps(s.r_min, rf);
+            s.r_max = _mm256_max_ps(s.r_max, rf);
+            s.t_min = _mm256_min_ps(s.t_min, tf);
+            s.t_max = _mm256_max_ps(s.t_max, tf);
         }
-        __m256 rf = _mm256_loadu_ps(r + i), tf = _mm256_loadu_ps(t + i);
-        __m256i rb = _mm256_and_si256(_mm256_castps_si256(rf), abs_mask);
-        __m256i tb = _mm256_and_si256(_mm256_castps_si256(tf), abs_mask);
-        __m256 af = _mm256_castsi256_ps(
-            _mm256_and_si256(_mm256_castps_si256(_mm256_sub_ps(tf, rf)), abs_mask));
-        s.min_abs = _mm256_min_epu32(s.min_abs, _mm256_min_epu32(rb, tb));
-        s.equal = _mm256_sub_epi32(s.equal,
-                                   _mm256_castps_si256(_mm256_cmp_ps(rf, tf, _CMP_EQ_OQ)));
-        s.fail = _mm256_or_ps(s.fail,
-                              screen_failures(af, _mm256_castsi256_ps(rb), ta, rt, allclose));
-        s.r_min = _mm256_min_ps(s.r_min, rf);
-        s.r_max = _mm256_max_ps(s.r_max, rf);
-        s.t_min = _mm256_min_ps(s.t_min, tf);
-        s.t_max = _mm256_max_ps(s.t_max, tf);
-        for (int h = 0; h < 8; h += 4) {
-            __m256d rd = _mm256_cvtps_pd(_mm_loadu_ps(r + i + h));
-            __m256d td = _mm256_cvtps_pd(_mm_loadu_ps(t + i + h));
-            if (shifted) {
-                rd = _mm256_sub_pd(rd, r_shift);
-                td = _mm256_sub_pd(td, t_shift);
-            }
-            s.r1 = _mm256_add_pd(s.r1, rd);
-            s.r2 = _mm256_fmadd_pd(rd, rd, s.r2);
-            s.t1 = _mm256_add_pd(s.t1, td);
-            s.t2 = _mm256_fmadd_pd(td, td, s.t2);
+    }
+    /* the side sums in a loop of their own: with them in the loop above,
+       its 11 accumulators and the temporaries did not fit in 16 registers */
+    for (int i = 0; i < n; i += 8) {
+        OPAQUE(kc);
+        __m256d rd0 = _mm256_cvtps_pd(_mm_loadu_ps(r + i));
+        __m256d td0 = _mm256_cvtps_pd(_mm_loadu_ps(t + i));
+        __m256d rd1 = _mm256_cvtps_pd(_mm_loadu_ps(r + i + 4));
+        __m256d td1 = _mm256_cvtps_pd(_mm_loadu_ps(t + i + 4));
+        if (shifted) {
+            rd0 = _mm256_sub_pd(rd0, kc->r_shift);
+            td0 = _mm256_sub_pd(td0, kc->t_shift);
+            rd1 = _mm256_sub_pd(rd1, kc->r_shift);
+            td1 = _mm256_sub_pd(td1, kc->t_shift);
         }
+        /* the two halves added first: one addition per step in each
+           accumulator's carried chain (3 cycles, where two fused
+           multiply-adds were 8): only the order of the summation and where
+           it rounds change, as between the portable and AVX-512 kernels */
+        s.r1 = _mm256_add_pd(s.r1, _mm256_add_pd(rd0, rd1));
+        s.t1 = _mm256_add_pd(s.t1, _mm256_add_pd(td0, td1));
+        s.r2 = _mm256_add_pd(s.r2, _mm256_fmadd_pd(rd1, rd1, _mm256_mul_pd(rd0, rd0)));
+        s.t2 = _mm256_add_pd(s.t2, _mm256_fmadd_pd(td1, td1, _mm256_mul_pd(td0, td0)));
     }
     *st = s;
 }
 
 /* Loop 2, the errors in double: their sums and maxima, Σ(t - r)², and
  * either every error stored or the keys to keys (store false): per 8
- * elements the abs and rel narrow keys (narrow_both), then the ulp keys. */
+ * elements the abs and rel narrow keys (side by side,
+ * saturated to 16 bits: the low 4 words of each 128-bit half abs, the high 4
+ * rel), then the ulp keys. */
 typedef struct err_state {
     __m256d abs, rel, ulp, dd, max_abs, max_rel, max_ulp;
 } err_state;
 
-/* 4 elements: their errors, added to the sums and maxima. */
+/* 4 elements' errors, as expand_errors and find_first compute them
+ * (rel_error, ulp_error) but with the constants from kc (loop_consts). */
 typedef struct err4 {
-    __m256d abs, rel, ulp;
+    __m256d diff, abs, rel, ulp;
 } err4;
 
-TARGET static INLINE err4 errors_step(const ulp_consts *u, const float *r, const float *t,
-                                      err_state *s)
+TARGET static INLINE err4 errors_step(const loop_consts *kc, const float *r, const float *t,
+                                      const bool low)
 {
     __m256d rd = _mm256_cvtps_pd(_mm_loadu_ps(r)), td = _mm256_cvtps_pd(_mm_loadu_ps(t));
-    __m256d diff = _mm256_sub_pd(td, rd);
     err4 e;
-    e.abs = abs_pd(diff);
-    e.rel = rel_error(e.abs, abs_pd(rd));
-    e.ulp = ulp_error(u, rd, e.abs);
-    s->abs = _mm256_add_pd(s->abs, e.abs);
-    s->rel = _mm256_add_pd(s->rel, e.rel);
-    s->ulp = _mm256_add_pd(s->ulp, e.ulp);
-    s->max_abs = _mm256_max_pd(s->max_abs, e.abs);
-    s->max_rel = _mm256_max_pd(s->max_rel, e.rel);
-    s->max_ulp = _mm256_max_pd(s->max_ulp, e.ulp);
-    s->dd = _mm256_fmadd_pd(diff, diff, s->dd);
+    e.diff = _mm256_sub_pd(td, rd);
+    e.abs = _mm256_andnot_pd(kc->sign, e.diff);
+    __m256d ar = _mm256_andnot_pd(kc->sign, rd);
+    /* with low false every |r| is at least 2^emin (loop_errors): no r is 0
+       and no exponent below emin */
+    if (low) { /* r = 0 divides by LD_COMPARE_REL_EPSILON instead */
+        __m256d r_zero = _mm256_cmp_pd(ar, _mm256_setzero_pd(), _CMP_EQ_OQ);
+        ar = _mm256_blendv_pd(ar, kc->rel_eps, r_zero);
+    }
+    e.rel = _mm256_div_pd(e.abs, ar);
+    __m256d ex = _mm256_and_pd(rd, kc->exp_field);
+    if (low)
+        ex = _mm256_max_pd(ex, kc->emin);
+    __m256i scale = _mm256_sub_epi64(kc->base, _mm256_castpd_si256(ex));
+    e.ulp = _mm256_mul_pd(e.abs, _mm256_castsi256_pd(scale)); /* exact: a power of two */
     return e;
 }
 
-TARGET static INLINE void loop_errors(const cmp_params *p, const float *r, const float *t, int n,
-                                      err_state *st, double *const out[CMP_MEASURES],
-                                      const qsel *q, __m256i *keys, const bool store,
-                                      const bool feed)
+TARGET static INLINE __m256i narrow_kc(__m256i bias, __m128i shift, __m256i one, __m256i key)
 {
-    const ulp_consts u = ulp_setup(p);
-    narrow_map map_abs, map_rel;
-    if (feed) {
-        map_abs = narrow_setup(&q[CMP_ABS]);
-        map_rel = narrow_setup(&q[CMP_REL]);
-    }
+    return _mm256_sub_epi32(_mm256_sra_epi32(_mm256_sub_epi32(key, one), shift), bias);
+}
+
+TARGET static INLINE void loop_errors(const loop_consts *kc, const float *r, const float *t,
+                                      int n, err_state *st, double *const out[CMP_MEASURES],
+                                      __m256i *keys, const bool store, const bool feed,
+                                      const bool low)
+{
     err_state s = *st;
     for (int i = 0; i < n; i += 8) {
-        err4 lo = errors_step(&u, r + i, t + i, &s);
-        err4 hi = errors_step(&u, r + i + 4, t + i + 4, &s);
+        OPAQUE(kc);
+        err4 lo = errors_step(kc, r + i, t + i, low);
+        err4 hi = errors_step(kc, r + i + 4, t + i + 4, low);
+        /* the halves added first (loop_sides): one addition in each sum's
+           carried chain per step */
+        s.abs = _mm256_add_pd(s.abs, _mm256_add_pd(lo.abs, hi.abs));
+        s.rel = _mm256_add_pd(s.rel, _mm256_add_pd(lo.rel, hi.rel));
+        s.ulp = _mm256_add_pd(s.ulp, _mm256_add_pd(lo.ulp, hi.ulp));
+        s.dd = _mm256_fmadd_pd(hi.diff, hi.diff, _mm256_fmadd_pd(lo.diff, lo.diff, s.dd));
+        s.max_abs = _mm256_max_pd(s.max_abs, _mm256_max_pd(lo.abs, hi.abs));
+        s.max_rel = _mm256_max_pd(s.max_rel, _mm256_max_pd(lo.rel, hi.rel));
+        s.max_ulp = _mm256_max_pd(s.max_ulp, _mm256_max_pd(lo.ulp, hi.ulp));
         if (store) {
             _mm256_storeu_pd(out[CMP_ABS] + i, lo.abs);
             _mm256_storeu_pd(out[CMP_ABS] + i + 4, hi.abs);
@@ -371,10 +410,11 @@ TARGET static INLINE void loop_errors(const cmp_params *p, const float *r, const
             _mm256_storeu_pd(out[CMP_ULP] + i + 4, hi.ulp);
         }
         if (feed) {
-            _mm256_storeu_si256(keys + i / 4, narrow_both(&map_abs, &map_rel,
-                                                          keys8(lo.abs, hi.abs),
-                                                          keys8(lo.rel, hi.rel)));
-            _mm256_storeu_si256(keys + i / 4 + 1, keys8(lo.ulp, hi.ulp));
+            /* abs and rel narrow keys side by side, saturated to 16 bits */
+            __m256i ka = narrow_kc(kc->bias_abs, kc->shift_abs, kc->one, keys8(lo.abs, hi.abs));
+            __m256i kr = narrow_kc(kc->bias_rel, kc->shift_rel, kc->one, keys8(lo.rel, hi.rel));
+            _mm256_storeu_si256(keys + (unsigned)i / 4, _mm256_packs_epi32(ka, kr));
+            _mm256_storeu_si256(keys + (unsigned)i / 4 + 1, keys8(lo.ulp, hi.ulp));
         }
     }
     *st = s;
@@ -402,9 +442,9 @@ TARGET static INLINE void loop_intervals(const float *r, const float *t, int n,
     for (int i = 0; i < n; i += 8) {
         unsigned in = 0;
         if (nv > 0)
-            in |= intervals_both(lo2, hi2, nv, _mm256_loadu_si256(keys + i / 4), ge2);
+            in |= intervals_both(lo2, hi2, nv, _mm256_loadu_si256(keys + (unsigned)i / 4), ge2);
         if (nu > 0)
-            in |= intervals32(lo_u, hi_u, nu, _mm256_loadu_si256(keys + i / 4 + 1), ge_u);
+            in |= intervals32(lo_u, hi_u, nu, _mm256_loadu_si256(keys + (unsigned)i / 4 + 1), ge_u);
         __m256i idx = keep_lanes(in);
         _mm256_storeu_ps(kept_r, _mm256_permutevar8x32_ps(_mm256_loadu_ps(r + i), idx));
         _mm256_storeu_ps(kept_t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(t + i), idx));
@@ -436,7 +476,28 @@ TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
     };
     err_state es = {zero, zero, zero, zero, _mm256_set1_pd(-1.0), _mm256_set1_pd(-1.0),
                     _mm256_set1_pd(-1.0)};
-    const float ta_bound = cmp_screen_bound(p->atol), rt_bound = cmp_screen_bound(p->rtol);
+    const ulp_consts u = ulp_setup(p);
+    loop_consts kc = {
+        .ta = _mm256_set1_ps(cmp_screen_bound(p->atol)),
+        .rt = _mm256_set1_ps(cmp_screen_bound(p->rtol)),
+        .abs_mask = _mm256_set1_epi32(0x7fffffff),
+        .r_shift = _mm256_set1_pd(p->ref_shift), .t_shift = _mm256_set1_pd(p->test_shift),
+        .sign = _mm256_set1_pd(-0.0), .rel_eps = _mm256_set1_pd(LD_COMPARE_REL_EPSILON),
+        .exp_field = u.exp_field, .emin = u.emin, .base = u.base,
+        .one = _mm256_set1_epi32(1),
+    };
+    if (feed) {
+        kc.bias_abs = _mm256_set1_epi32(A->q[CMP_ABS].bias);
+        kc.bias_rel = _mm256_set1_epi32(A->q[CMP_REL].bias);
+        kc.shift_abs = _mm_cvtsi32_si128(A->q[CMP_ABS].shift);
+        kc.shift_rel = _mm_cvtsi32_si128(A->q[CMP_REL].shift);
+    }
+    const loop_consts *kcp = &kc;
+    /* the bits of 2^emin as a float (at least the smallest subnormal, 2^-149;
+       +inf when emin exceeds the floats' range: no finite |x| reaches it) */
+    float low_f = ldexpf(1.0f, p->ulp_emin < -149 ? -149 : p->ulp_emin > 128 ? 128 : p->ulp_emin);
+    uint32_t low_bits;
+    memcpy(&low_bits, &low_f, sizeof low_bits);
     iv_state is;
     __m256i lo2[QSEL_MAX_RANKS], hi2[QSEL_MAX_RANKS]; /* abs | rel bounds, 16-bit */
     __m256i lo_u[QSEL_MAX_RANKS], hi_u[QSEL_MAX_RANKS];
@@ -457,11 +518,18 @@ TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
     for (int c = 0; c < A->m16; c += CHUNK) {
         int n = A->m16 - c < CHUNK ? A->m16 - c : CHUNK;
         const float *r = A->r + c, *t = A->t + c;
-        loop_sides(p, r, t, n, ta_bound, rt_bound, &ss, shifted, allclose);
+        loop_sides(kcp, r, t, n, &ss, shifted, allclose);
         double *out[CMP_MEASURES];
         for (int k = 0; k < CMP_MEASURES; k++)
             out[k] = store ? A->store[k] + c : NULL;
-        loop_errors(p, r, t, n, &es, out, A->q, keys, store, feed);
+        /* in most chunks every |r| is at least 2^emin (the smallest |r| or
+           |t| so far in the block, from loop_sides, says so): then the
+           relative error's denominator needs no test for 0 and the ulp
+           exponent no clamp (errors_step) */
+        if (reduce_min_epu32(ss.min_abs) >= low_bits)
+            loop_errors(kcp, r, t, n, &es, out, keys, store, feed, false);
+        else
+            loop_errors(kcp, r, t, n, &es, out, keys, store, feed, true);
         if (feed)
             loop_intervals(r, t, n, keys, lo2, hi2, lo_u, hi_u, &is, nv, nu);
     }

@@ -3,9 +3,10 @@
  * the portable kernel (cmp_block_double) on blocks of every length near the
  * vector widths, the AVX2 kernel's chunks and the block size, with zeros,
  * subnormals, exact matches, values beyond fp16 and failing elements in
- * every lane; blocks holding a NaN or an infinity in any lane refused with
- * nothing counted; and the interval feeding (the kept pairs, in order, and
- * the per-interval counts) against qsel_key_of element by element, with
+ * every lane; blocks whose chunks hold no value below 2^emin, or one
+ * zero or tiny reference; blocks holding a NaN or an infinity in any lane
+ * refused with nothing counted; and the interval feeding (the kept pairs,
+ * in order, and the per-interval counts) against qsel_key_of element by element, with
  * every one of the 256 patterns of 8 lanes inside or outside occurring. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -179,6 +180,67 @@ static void test_blocks_against_portable(void **state)
 {
     (void)state;
     cmpt_each_kernel(blocks_body);
+}
+
+/* The AVX2 kernel divides by |r| without testing it for 0, and takes the
+ * ulp exponent without clamping it to emin, in a chunk of 512 when every
+ * |r| and |t| so far in the block is at least 2^emin (metrics_fast_avx2.c,
+ * loop_errors): blocks without such values, and with one zero or tiny
+ * reference first in various chunks and lanes, element by element against
+ * the portable kernel (a zero taken by the untested division gives +inf
+ * instead of |t| / 2.22e-16; an unclamped exponent a larger ulp error). */
+static void zero_chunks_body(void)
+{
+    if (!cmp_fast_available())
+        return;
+    const int lengths[] = {512, 1024, 1536, MAXLEN};
+    const int at[] = {-1, 0, 7, 511, 512, 515, 1030, 1535, MAXLEN - 1};
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+        for (size_t ai = 0; ai < sizeof at / sizeof at[0]; ai++)
+            for (int shifted = 0; shifted < 2; shifted++) {
+                int m = lengths[li], z = at[ai];
+                if (z >= m)
+                    continue;
+                cmp_params p = fp16_params(LD_TOL_POLYGRAPHY, 4.8828125e-3, shifted);
+                edge_rtol = p.rtol;
+                for (int i = 0; i < m; i++) {
+                    do /* any kind but those below fp16's 2^-14 */
+                        random_pair(&r_f[i], &t_f[i]);
+                    while (fabsf(r_f[i]) < 0x1p-14f || fabsf(t_f[i]) < 0x1p-14f);
+                    r_d[i] = r_f[i];
+                    t_d[i] = t_f[i];
+                }
+                if (z >= 0) { /* a zero, a subnormal or a value just below 2^-14 */
+                    const float low[4] = {0.0f, -0.0f, 0x1p-140f, -0x1.fffffep-15f};
+                    r_f[z] = low[(ai + (size_t)shifted) % 4];
+                    t_f[z] = (float)(urand() * 1e-3);
+                    r_d[z] = r_f[z];
+                    t_d[z] = t_f[z];
+                }
+                cmp_acc fast, port;
+                cmp_acc_init(&fast);
+                cmp_acc_init(&port);
+                double *out[CMP_MEASURES] = {fast_e[0], fast_e[1], fast_e[2]};
+                char label[96];
+                snprintf(label, sizeof label, "%s, %d elements, zero at %d, shifted %d",
+                         cmpt_kernel_name(), m, z, shifted);
+                if (!cmp_block_float_fast(&p, r_f, t_f, m, 0, &fast, out, NULL, NULL))
+                    fail_msg("%s: a finite block refused", label);
+                cmp_block_double(&p, r_d, t_d, NULL, m, 0, &port, port_e[0], port_e[1],
+                                 port_e[2]);
+                for (int k = 0; k < CMP_MEASURES; k++)
+                    for (int i = 0; i < m; i++)
+                        if (memcmp(&fast_e[k][i], &port_e[k][i], sizeof(double)) != 0)
+                            fail_msg("%s: measure %d element %d: %.17g, want %.17g", label, k,
+                                     i, fast_e[k][i], port_e[k][i]);
+                assert_same_acc(&fast, &port, label);
+            }
+}
+
+static void test_zero_chunks(void **state)
+{
+    (void)state;
+    cmpt_each_kernel(zero_chunks_body);
 }
 
 /* One element at the screen's edge in each lane of blocks otherwise equal:
@@ -381,6 +443,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blocks_against_portable),
+        cmocka_unit_test(test_zero_chunks),
         cmocka_unit_test(test_screen_edges),
         cmocka_unit_test(test_specials_refused),
         cmocka_unit_test(test_feed_keeps_exactly),
