@@ -23,6 +23,7 @@
 #include "backends/emulated_count_internal.h"
 #include "layerdiff/backend.h"
 #include "layerdiff/engine.h"
+#include "tests/support/emulated_testing.h"
 #include "tests/support/onnx_builder.h"
 
 #define T(f) cmocka_unit_test_teardown(f, ob_teardown)
@@ -55,69 +56,6 @@ static ld_tensor *f32_tensor(const char *name, int rank, const int64_t *dims, co
     assert_int_equal(ld_tensor_create(&t, name, LD_DTYPE_FLOAT32, &shape, &err), LD_OK);
     memcpy(t->data, v, t->nbytes);
     return t;
-}
-
-typedef struct event {
-    char value[64];
-    char node[64];
-    ld_tensor *t;          /* owned clone */
-    ld_precision precision;
-    ld_layer_counters counters;
-} event;
-
-typedef struct capture {
-    event ev[64];
-    int n;
-} capture;
-
-static ld_status keep(void *user, const ld_tensor_event *e, ld_error *err)
-{
-    capture *c = user;
-    assert_true(c->n < 64);
-    event *ev = &c->ev[c->n++];
-    snprintf(ev->value, sizeof ev->value, "%s", e->graph->values[e->value].name);
-    snprintf(ev->node, sizeof ev->node, "%s", e->node ? e->node->name : "");
-    ev->precision = e->precision;
-    ev->counters = e->counters;
-    return ld_tensor_clone(&ev->t, e->tensor, NULL, err);
-}
-
-static void capture_free(capture *c)
-{
-    for (int i = 0; i < c->n; i++)
-        ld_tensor_destroy(c->ev[i].t);
-    c->n = 0;
-}
-
-static const event *find(const capture *c, const char *value)
-{
-    for (int i = 0; i < c->n; i++)
-        if (strcmp(c->ev[i].value, value) == 0)
-            return &c->ev[i];
-    fail_msg("no event for '%s'", value);
-    return NULL;
-}
-
-/* Runs g on the emulated backend `runs` times; *cap holds the last run. */
-static void run_engine(const ld_graph *g, const ld_engine_config *cfg, ld_tensor **inputs,
-                       capture *cap, int runs)
-{
-    const ld_backend_vtable *vt = ld_backend_find("emulated");
-    assert_non_null(vt);
-    ld_backend_config bc = {.threads = 2, .engine = cfg};
-    void *state = NULL;
-    ld_error err;
-    ld_shape shapes[8];
-    for (int i = 0; i < g->n_inputs; i++)
-        shapes[i] = inputs[i]->shape;
-    if (vt->create(&state, &bc, &err) != LD_OK || vt->prepare(state, g, shapes, &err) != LD_OK)
-        fail_msg("emulated backend: %s", err.message);
-    for (int r = 0; r < runs; r++) {
-        capture_free(cap);
-        if (vt->run(state, (const ld_tensor *const *)inputs, keep, cap, &err) != LD_OK)
-            fail_msg("emulated run: %s", err.message);
-    }
-    vt->destroy(state);
 }
 
 /* --- the hand-rolled emulation --------------------------------------------------------- */
@@ -163,7 +101,7 @@ static float ref_out(ref_layer *r, float y)
     return z;
 }
 
-static void expect_counters(const event *e, const ld_layer_counters *want)
+static void expect_counters(const emt_event *e, const ld_layer_counters *want)
 {
     const ld_layer_counters *got = &e->counters;
     assert_true(got->present);
@@ -177,15 +115,8 @@ static void expect_counters(const event *e, const ld_layer_counters *want)
                  (long long)want->subnormals);
 }
 
-static uint32_t bits_of(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
 /* t (any float dtype) holds exactly `want` (NaN matches any NaN). */
-static void expect_values(const event *e, ld_dtype dtype, const float *want, int n)
+static void expect_values(const emt_event *e, ld_dtype dtype, const float *want, int n)
 {
     assert_int_equal(e->t->dtype, dtype);
     assert_int_equal(e->t->count, n);
@@ -193,7 +124,7 @@ static void expect_values(const event *e, ld_dtype dtype, const float *want, int
         float got = (float)ld_tensor_get_double(e->t, i);
         if (isnan(want[i]) && isnan(got))
             continue;
-        if (bits_of(got) != bits_of(want[i]))
+        if (emt_bits(got) != emt_bits(want[i]))
             fail_msg("%s[%d] = %a, expected %a", e->value, i, (double)got, (double)want[i]);
     }
 }
@@ -256,18 +187,18 @@ static void test_fp16_chain_equals_emulation(void **state)
     assert_int_equal(ra.c.overflows, 1);
     assert_int_equal(rm.c.subnormals, 1); /* 1e-3 * 1e-3 */
 
-    capture cap = {0};
+    emt_capture cap = {0};
     for (int runs = 1; runs <= 3; runs += 2) { /* the third run reads cached weights */
-        run_engine(g, &cfg, &x, &cap, runs);
-        expect_values(find(&cap, "m"), LD_DTYPE_FLOAT16, m, 8);
-        expect_values(find(&cap, "a"), LD_DTYPE_FLOAT16, a, 8);
+        emt_run(g, &cfg, &x, &cap, runs, 2, true);
+        expect_values(emt_find(&cap, "m"), LD_DTYPE_FLOAT16, m, 8);
+        expect_values(emt_find(&cap, "a"), LD_DTYPE_FLOAT16, a, 8);
         /* the graph output leaves in its declared float32, holding fp16 values */
-        expect_values(find(&cap, "y"), LD_DTYPE_FLOAT32, y, 8);
-        expect_counters(find(&cap, "m"), &rm.c);
-        expect_counters(find(&cap, "a"), &ra.c);
-        expect_counters(find(&cap, "y"), &rr.c);
-        assert_int_equal(find(&cap, "m")->precision, LD_PRECISION_FP16);
-        capture_free(&cap);
+        expect_values(emt_find(&cap, "y"), LD_DTYPE_FLOAT32, y, 8);
+        expect_counters(emt_find(&cap, "m"), &rm.c);
+        expect_counters(emt_find(&cap, "a"), &ra.c);
+        expect_counters(emt_find(&cap, "y"), &rr.c);
+        assert_int_equal(emt_find(&cap, "m")->precision, LD_PRECISION_FP16);
+        emt_capture_free(&cap);
     }
     ld_tensor_destroy(x);
     ld_graph_destroy(g);
@@ -306,20 +237,20 @@ static void test_counters(void **state)
     ld_engine_config cfg;
     ld_engine_config_init(&cfg);
     cfg.fp16 = true;
-    capture cap = {0};
-    run_engine(g, &cfg, inputs, &cap, 1);
+    emt_capture cap = {0};
+    emt_run(g, &cfg, inputs, &cap, 1, 2, true);
     /* by hand: exp(12) = 162755 overflows when rounded, exp(100) = inf in fp32 from a
      * finite input, exp(-100) = 3.7e-44 underflows */
     ld_layer_counters want = {.present = true, .overflows = 2, .underflows = 1};
-    expect_counters(find(&cap, "exp_out"), &want);
+    expect_counters(emt_find(&cap, "exp_out"), &want);
     want = (ld_layer_counters){.present = true, .nans_created = 1}; /* sqrt(-1) */
-    expect_counters(find(&cap, "sqrt_out"), &want);
+    expect_counters(emt_find(&cap, "sqrt_out"), &want);
     want = (ld_layer_counters){.present = true}; /* a NaN input: its NaNs are not created */
-    expect_counters(find(&cap, "sqrt_nan_out"), &want);
+    expect_counters(emt_find(&cap, "sqrt_nan_out"), &want);
     want = (ld_layer_counters){.present = true, .overflows = 1}; /* 120000; inf + inf is not */
-    expect_counters(find(&cap, "add_inf_out"), &want);
+    expect_counters(emt_find(&cap, "add_inf_out"), &want);
     want = (ld_layer_counters){.present = true, .overflows = 2, .nans_created = 1}; /* 1/0, 0/0 */
-    expect_counters(find(&cap, "div0_out"), &want);
+    expect_counters(emt_find(&cap, "div0_out"), &want);
     /* and the values, through the scalar emulation */
     for (int k = 0; k < 5; k++) {
         ref_layer r = ref_begin(LD_PRECISION_FP16, LD_PRECISION_FP16, false);
@@ -331,10 +262,10 @@ static void test_counters(void **state)
                                                                             : in[i] / zr[i];
             out[i] = ref_out(&r, y);
         }
-        expect_values(find(&cap, outs[k]), LD_DTYPE_FLOAT16, out, 4);
-        expect_counters(find(&cap, outs[k]), &r.c);
+        expect_values(emt_find(&cap, outs[k]), LD_DTYPE_FLOAT16, out, 4);
+        expect_counters(emt_find(&cap, outs[k]), &r.c);
     }
-    capture_free(&cap);
+    emt_capture_free(&cap);
     for (int i = 0; i < 5; i++)
         ld_tensor_destroy(inputs[i]);
     ld_graph_destroy(g);
@@ -366,14 +297,14 @@ static void check_scale(ld_graph *g, ld_engine_config *cfg, const float *x, int 
         ref_in(&r, 1.0f);
     for (int i = 0; i < n; i++)
         out[i] = ref_out(&r, in[i] * 1.0f);
-    capture cap = {0};
-    run_engine(g, cfg, &t, &cap, 2);
-    const event *e = find(&cap, "y");
+    emt_capture cap = {0};
+    emt_run(g, cfg, &t, &cap, 2, 2, true);
+    const emt_event *e = emt_find(&cap, "y");
     assert_int_equal(e->precision, p);
     expect_values(e, out_dtype, out, n);
     expect_counters(e, &r.c);
     *seen = e->counters;
-    capture_free(&cap);
+    emt_capture_free(&cap);
     ld_tensor_destroy(t);
 }
 
@@ -429,14 +360,14 @@ static void test_bf16_chain(void **state)
         wr[i] = ref_in(&rm, W8[i]);
     for (int i = 0; i < 8; i++)
         mv[i] = ref_out(&rm, xr[i] * wr[i]);
-    capture cap = {0};
-    run_engine(g, &cfg, &x, &cap, 1);
-    expect_values(find(&cap, "m"), LD_DTYPE_BFLOAT16, mv, 8);
-    expect_counters(find(&cap, "m"), &rm.c);
-    assert_int_equal(find(&cap, "a")->t->dtype, LD_DTYPE_BFLOAT16);
-    assert_int_equal(find(&cap, "y")->t->dtype, LD_DTYPE_FLOAT32);
-    assert_int_equal(find(&cap, "y")->precision, LD_PRECISION_BF16);
-    capture_free(&cap);
+    emt_capture cap = {0};
+    emt_run(g, &cfg, &x, &cap, 1, 2, true);
+    expect_values(emt_find(&cap, "m"), LD_DTYPE_BFLOAT16, mv, 8);
+    expect_counters(emt_find(&cap, "m"), &rm.c);
+    assert_int_equal(emt_find(&cap, "a")->t->dtype, LD_DTYPE_BFLOAT16);
+    assert_int_equal(emt_find(&cap, "y")->t->dtype, LD_DTYPE_FLOAT32);
+    assert_int_equal(emt_find(&cap, "y")->precision, LD_PRECISION_BF16);
+    emt_capture_free(&cap);
     ld_tensor_destroy(x);
     ld_graph_destroy(g);
 }
@@ -480,33 +411,33 @@ static void test_fp32_islands(void **state)
     ld_engine_config cfg;
     ld_engine_config_init(&cfg);
     cfg.fp16 = true;
-    capture cap = {0};
+    emt_capture cap = {0};
     /* --fp16: the island computes in fp16 too; the Cast keeps its float32 type */
-    run_engine(g, &cfg, &x, &cap, 1);
-    expect_values(find(&cap, "f"), LD_DTYPE_FLOAT32, hh, 4);
-    assert_int_equal(find(&cap, "fk")->precision, LD_PRECISION_FP16);
-    expect_values(find(&cap, "fk"), LD_DTYPE_FLOAT16, fk16, 4);
-    expect_values(find(&cap, "y"), LD_DTYPE_FLOAT16, fk16, 4);
-    capture_free(&cap);
+    emt_run(g, &cfg, &x, &cap, 1, 2, true);
+    expect_values(emt_find(&cap, "f"), LD_DTYPE_FLOAT32, hh, 4);
+    assert_int_equal(emt_find(&cap, "fk")->precision, LD_PRECISION_FP16);
+    expect_values(emt_find(&cap, "fk"), LD_DTYPE_FLOAT16, fk16, 4);
+    expect_values(emt_find(&cap, "y"), LD_DTYPE_FLOAT16, fk16, 4);
+    emt_capture_free(&cap);
     /* --respect-declared-types: the island computes in fp32, K unrounded */
     cfg.respect_declared_types = true;
-    run_engine(g, &cfg, &x, &cap, 1);
-    assert_int_equal(find(&cap, "fk")->precision, LD_PRECISION_FP32);
-    expect_values(find(&cap, "fk"), LD_DTYPE_FLOAT32, fk32, 4);
-    assert_int_equal(find(&cap, "hh")->precision, LD_PRECISION_FP16);
-    expect_values(find(&cap, "hh"), LD_DTYPE_FLOAT16, hh, 4);
+    emt_run(g, &cfg, &x, &cap, 1, 2, true);
+    assert_int_equal(emt_find(&cap, "fk")->precision, LD_PRECISION_FP32);
+    expect_values(emt_find(&cap, "fk"), LD_DTYPE_FLOAT32, fk32, 4);
+    assert_int_equal(emt_find(&cap, "hh")->precision, LD_PRECISION_FP16);
+    expect_values(emt_find(&cap, "hh"), LD_DTYPE_FLOAT16, hh, 4);
     float y[4];
     for (int i = 0; i < 4; i++)
         y[i] = ld_round_to_precision(fk32[i], LD_PRECISION_FP16, NULL);
-    expect_values(find(&cap, "y"), LD_DTYPE_FLOAT16, y, 4);
-    capture_free(&cap);
+    expect_values(emt_find(&cap, "y"), LD_DTYPE_FLOAT16, y, 4);
+    emt_capture_free(&cap);
     /* no --fp16: fp16 tensors are computed in fp32 (the declared output stays fp16) */
     ld_engine_config_init(&cfg);
-    run_engine(g, &cfg, &x, &cap, 1);
-    assert_int_equal(find(&cap, "hh")->precision, LD_PRECISION_FP32);
-    assert_int_equal(find(&cap, "hh")->t->dtype, LD_DTYPE_FLOAT32);
-    assert_int_equal(find(&cap, "y")->t->dtype, LD_DTYPE_FLOAT16);
-    capture_free(&cap);
+    emt_run(g, &cfg, &x, &cap, 1, 2, true);
+    assert_int_equal(emt_find(&cap, "hh")->precision, LD_PRECISION_FP32);
+    assert_int_equal(emt_find(&cap, "hh")->t->dtype, LD_DTYPE_FLOAT32);
+    assert_int_equal(emt_find(&cap, "y")->t->dtype, LD_DTYPE_FLOAT16);
+    emt_capture_free(&cap);
     ld_tensor_destroy(x);
     ld_graph_destroy(g);
 }
@@ -533,13 +464,13 @@ static float matmul_result(ld_engine_config *cfg)
     ld_graph *g = matmul_graph();
     int64_t xd[2] = {1, 2};
     ld_tensor *x = f32_tensor("x", 2, xd, (float[]){1.0f, 1.0f + 0x1p-11f});
-    capture cap = {0};
-    run_engine(g, cfg, &x, &cap, 1);
-    const event *e = find(&cap, "y");
+    emt_capture cap = {0};
+    emt_run(g, cfg, &x, &cap, 1, 2, true);
+    const emt_event *e = emt_find(&cap, "y");
     assert_int_equal(e->t->dtype, LD_DTYPE_FLOAT32);
     float y = ((const float *)e->t->data)[0];
     ld_precision p = e->precision;
-    capture_free(&cap);
+    emt_capture_free(&cap);
     ld_tensor_destroy(x);
     ld_graph_destroy(g);
     return p == LD_PRECISION_TF32 ? y : -y; /* the sign tells the precision */
@@ -600,38 +531,38 @@ static void test_data_movement_and_untouched(void **state)
     ld_engine_config cfg;
     ld_engine_config_init(&cfg);
     cfg.fp16 = true;
-    capture cap = {0};
-    run_engine(g, &cfg, &x, &cap, 2);
+    emt_capture cap = {0};
+    emt_run(g, &cfg, &x, &cap, 2, 2, true);
     /* Concat sees one storage type: W converted to fp16 (70000 overflows) */
     const float c16[4] = {1.5f, 0.0f, ld_round_to_precision(0.1f, LD_PRECISION_FP16, NULL),
                           INFINITY};
-    const event *c = find(&cap, "c");
+    const emt_event *c = emt_find(&cap, "c");
     expect_values(c, LD_DTYPE_FLOAT16, c16, 4);
     assert_int_equal(c->precision, LD_PRECISION_FP16);
     ld_layer_counters want = {.present = true, .overflows = 1};
     expect_counters(c, &want);
-    expect_values(find(&cap, "y"), LD_DTYPE_FLOAT32, c16, 4);
+    expect_values(emt_find(&cap, "y"), LD_DTYPE_FLOAT32, c16, 4);
     /* Shape is untouched, and counted as nothing */
-    const event *s = find(&cap, "s");
+    const emt_event *s = emt_find(&cap, "s");
     assert_int_equal(s->t->dtype, LD_DTYPE_INT64);
     assert_int_equal(s->precision, LD_PRECISION_FP32);
     want = (ld_layer_counters){.present = true};
     expect_counters(s, &want);
-    capture_free(&cap);
+    emt_capture_free(&cap);
 
     /* Concat pinned to fp32: its inputs are widened (exact), W unrounded */
     ld_error err;
     cfg.constraints = LD_CONSTRAINTS_OBEY;
     assert_int_equal(ld_engine_add_rules(&cfg, "cat:fp32", false, &err), LD_OK);
-    run_engine(g, &cfg, &x, &cap, 1);
+    emt_run(g, &cfg, &x, &cap, 1, 2, true);
     const float c32[4] = {1.5f, 0.0f, 0.1f, 70000.0f};
-    expect_values(find(&cap, "c"), LD_DTYPE_FLOAT32, c32, 4);
-    assert_int_equal(find(&cap, "c")->precision, LD_PRECISION_FP32);
+    expect_values(emt_find(&cap, "c"), LD_DTYPE_FLOAT32, c32, 4);
+    assert_int_equal(emt_find(&cap, "c")->precision, LD_PRECISION_FP32);
     /* Identity follows --fp16 again */
     const float y16[4] = {1.5f, 0.0f, c16[2], INFINITY};
-    expect_values(find(&cap, "y"), LD_DTYPE_FLOAT32, y16, 4);
-    assert_int_equal(find(&cap, "y")->counters.overflows, 1);
-    capture_free(&cap);
+    expect_values(emt_find(&cap, "y"), LD_DTYPE_FLOAT32, y16, 4);
+    assert_int_equal(emt_find(&cap, "y")->counters.overflows, 1);
+    emt_capture_free(&cap);
     ld_engine_config_clear(&cfg);
     ld_tensor_destroy(x);
     ld_graph_destroy(g);
@@ -702,15 +633,6 @@ static float interesting_float(void)
     return f;
 }
 
-static void expect_tally(const ld_emu_tally *got, const ld_emu_tally *want)
-{
-    assert_int_equal(got->overflows, want->overflows);
-    assert_int_equal(got->underflows, want->underflows);
-    assert_int_equal(got->subnormals, want->subnormals);
-    assert_int_equal(got->src_infs, want->src_infs);
-    assert_int_equal(got->src_nans, want->src_nans);
-}
-
 static void scalar_tally(float x, float r, ld_precision p, ld_emu_tally *t)
 {
     t->overflows += isfinite(x) && isinf(r);
@@ -732,7 +654,7 @@ static void check_rounding_kept(const float *src, const float *want, int64_t n, 
     ld_emu_tally t = {0};
     if (ld_emu_round_fp16_keep(got, got, half, n, threads, &t)) {
         assert_memory_equal(got, want, (size_t)n * sizeof *got);
-        expect_tally(&t, expected);
+        emt_expect_tally(&t, expected);
         ld_convert_fp32_to_fp16(want, half_want, (size_t)n);
         assert_memory_equal(half, half_want, (size_t)n * sizeof *half);
     } else {
@@ -758,12 +680,12 @@ static void check_rounding(const float *src, int64_t n, ld_precision p, ld_round
         ld_emu_tally t = {0};
         ld_emu_round_counted(src, got, n, p, &o, threads, &t); /* separate buffers */
         assert_memory_equal(got, want, (size_t)n * sizeof *got);
-        expect_tally(&t, &expected);
+        emt_expect_tally(&t, &expected);
         memcpy(got, src, (size_t)n * sizeof *got);
         t = (ld_emu_tally){0};
         ld_emu_round_counted(got, got, n, p, &o, threads, &t); /* in place */
         assert_memory_equal(got, want, (size_t)n * sizeof *got);
-        expect_tally(&t, &expected);
+        emt_expect_tally(&t, &expected);
         if (p == LD_PRECISION_FP16 && mode == LD_ROUND_NEAREST_EVEN && !flush)
             check_rounding_kept(src, want, n, threads, &expected);
     }
@@ -812,7 +734,7 @@ static void test_counted_rounding(void **state)
             scalar_tally(block[i], want_block[i], LD_PRECISION_FP16, &want_t);
         float got_block[37];
         ld_emu_round_counted(block, got_block, 37, LD_PRECISION_FP16, NULL, 1, &got_t);
-        expect_tally(&got_t, &want_t);
+        emt_expect_tally(&got_t, &want_t);
         check_rounding_kept(block, want_block, 37, 1, &want_t);
     }
     ld_tensor *tensor = f32_tensor("s", 1, &n, src);
@@ -839,20 +761,7 @@ int main(void)
         T(test_backend_vtable),
         T(test_counted_rounding),
     };
-    /* Every counting level this CPU can run (an AVX-512 machine also runs
-     * the AVX2 code): the values and counters must not depend on it. */
-    int failed = 0;
-    for (int level = LD_EMU_LEVEL_PORTABLE; level < LD_EMU_LEVEL_COUNT_; level++) {
-        const char *level_name = ld_emu_level_name((ld_emu_level)level);
-        if (!ld_emu_force_level((ld_emu_level)level)) {
-            printf("# counting level %s: this CPU cannot run it, skipped\n", level_name);
-            continue;
-        }
-        char group[96];
-        printf("# counting level %s\n", level_name);
-        snprintf(group, sizeof group, "%s, counting level %s", "test_emulated", level_name);
-        failed += _cmocka_run_group_tests(group, tests, sizeof tests / sizeof tests[0], NULL, NULL);
-    }
-    ld_emu_force_level(LD_EMU_LEVEL_AUTO);
-    return failed;
+    /* every counting level this CPU can run (an AVX-512 machine also runs
+     * the AVX2 code) */
+    return emt_run_every_level("test_emulated", tests, sizeof tests / sizeof tests[0]);
 }

@@ -35,17 +35,11 @@
 #include "backends/kernels/elementwise_round.h"
 #include "layerdiff/backend.h"
 #include "layerdiff/engine.h"
+#include "tests/support/emulated_testing.h"
 #include "tests/support/onnx_builder.h"
 
 #define T(f) cmocka_unit_test_teardown(f, ob_teardown)
 #define FLOAT ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
-
-static uint32_t bits_of(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
 
 static uint64_t rng_state = 88172645463325252ull;
 
@@ -152,10 +146,10 @@ static void check_driver(int threads, int ra, const int64_t *da, int rb, const i
             fail_msg("element %lld reached the hook %d times", (long long)i, c.seen[i]);
         if (!hook && c.seen[i] != 0)
             fail_msg("element %lld reached an absent hook", (long long)i);
-        if (hook && bits_of(c.at_hook[i]) != bits_of(want[i]) && !isnan(want[i]))
+        if (hook && emt_bits(c.at_hook[i]) != emt_bits(want[i]) && !isnan(want[i]))
             fail_msg("element %lld reached the hook as %a before its final value %a",
                      (long long)i, (double)c.at_hook[i], (double)want[i]);
-        if (bits_of(got[i]) != bits_of(w) && !(isnan(got[i]) && isnan(w)))
+        if (emt_bits(got[i]) != emt_bits(w) && !(isnan(got[i]) && isnan(w)))
             fail_msg("element %lld is %a, expected %a", (long long)i, (double)got[i], (double)w);
     }
     free(c.seen);
@@ -327,18 +321,14 @@ static void check_block(const float *src, int64_t n, ld_precision p, ld_rounding
     ld_emu_round_counted(src, a, n, p, &o, 2, &ta);
     ld_emu_round_block(b, b, with_half ? half : NULL, n, p, &o, &tb); /* in place */
     for (int64_t i = 0; i < n; i++) {
-        if (bits_of(a[i]) != bits_of(b[i]))
+        if (emt_bits(a[i]) != emt_bits(b[i]))
             fail_msg("%s element %lld: block %a, counted %a", ld_precision_name(p),
                      (long long)i, (double)b[i], (double)a[i]);
         if (with_half && half[i].bits != ld_fp32_to_fp16(a[i]).bits)
             fail_msg("element %lld: float16 bits %04x, expected %04x", (long long)i,
                      half[i].bits, ld_fp32_to_fp16(a[i]).bits);
     }
-    assert_int_equal(ta.overflows, tb.overflows);
-    assert_int_equal(ta.underflows, tb.underflows);
-    assert_int_equal(ta.subnormals, tb.subnormals);
-    assert_int_equal(ta.src_infs, tb.src_infs);
-    assert_int_equal(ta.src_nans, tb.src_nans);
+    emt_expect_tally(&tb, &ta);
     free(a);
     free(b);
     free(half);
@@ -364,34 +354,6 @@ static void test_round_block_equals_counted(void **state)
 }
 
 /* --- a whole run: fused against the pass after compute ---------------------------------- */
-
-typedef struct seen_event {
-    char value[32];
-    ld_tensor *t;
-    ld_layer_counters counters;
-} seen_event;
-
-typedef struct capture {
-    seen_event ev[32];
-    int n;
-} capture;
-
-static ld_status keep(void *user, const ld_tensor_event *e, ld_error *err)
-{
-    capture *c = user;
-    assert_true(c->n < 32);
-    seen_event *ev = &c->ev[c->n++];
-    snprintf(ev->value, sizeof ev->value, "%s", e->graph->values[e->value].name);
-    ev->counters = e->counters;
-    return ld_tensor_clone(&ev->t, e->tensor, NULL, err);
-}
-
-static void capture_free(capture *c)
-{
-    for (int i = 0; i < c->n; i++)
-        ld_tensor_destroy(c->ev[i].t);
-    c->n = 0;
-}
 
 /* x [N, C], s [C] -> Mul "scale" (s) -> Add "shift" (x) -> Clip "clip" ->
  * Div "div" (x) -> Relu "relu" -> Sigmoid "sig" -> Sub "sub" (Relu) -> y */
@@ -476,29 +438,11 @@ static ld_graph *model_resize(int64_t n, int64_t c, int64_t h, int64_t w)
     return ob_load_ok(m);
 }
 
-static void run_both(const ld_graph *g, ld_tensor *x, const ld_engine_config *cfg, int threads,
-                     bool fused, int runs, capture *cap)
-{
-    const ld_backend_vtable *vt = ld_backend_find("emulated");
-    ld_backend_config bc = {.threads = threads, .engine = cfg};
-    void *st = NULL;
-    ld_error err;
-    if (vt->create(&st, &bc, &err) != LD_OK || vt->prepare(st, g, &x->shape, &err) != LD_OK)
-        fail_msg("emulated backend: %s", err.message);
-    ld_emulated_set_fused_rounding(st, fused);
-    for (int r = 0; r < runs; r++) {
-        capture_free(cap);
-        if (vt->run(st, (const ld_tensor *const *)&x, keep, cap, &err) != LD_OK)
-            fail_msg("emulated run: %s", err.message);
-    }
-    vt->destroy(st);
-}
-
-static void expect_same_runs(const capture *a, const capture *b)
+static void expect_same_runs(const emt_capture *a, const emt_capture *b)
 {
     assert_int_equal(a->n, b->n);
     for (int i = 0; i < a->n; i++) {
-        const seen_event *x = &a->ev[i], *y = &b->ev[i];
+        const emt_event *x = &a->ev[i], *y = &b->ev[i];
         assert_string_equal(x->value, y->value);
         assert_int_equal(x->t->dtype, y->t->dtype);
         assert_int_equal(x->t->nbytes, y->t->nbytes);
@@ -529,17 +473,17 @@ static void check_model_of(int64_t n, int64_t c, int64_t s, int64_t w, bool bf16
     cfg.fp16 = !bf16;
     cfg.bf16 = bf16;
     cfg.flush_denormals = flush;
-    capture fused = {0}, unfused = {0};
-    run_both(g, x, &cfg, threads, true, runs, &fused);
-    run_both(g, x, &cfg, threads, false, runs, &unfused);
+    emt_capture fused = {0}, unfused = {0};
+    emt_run(g, &cfg, &x, &fused, runs, threads, true);
+    emt_run(g, &cfg, &x, &unfused, runs, threads, false);
     expect_same_runs(&fused, &unfused);
     int64_t counted = 0; /* the data must exercise the counters */
     for (int i = 0; i < fused.n; i++)
         counted += fused.ev[i].counters.overflows + fused.ev[i].counters.underflows +
                    fused.ev[i].counters.subnormals + fused.ev[i].counters.nans_created;
     assert_true(counted > 0);
-    capture_free(&fused);
-    capture_free(&unfused);
+    emt_capture_free(&fused);
+    emt_capture_free(&unfused);
     ld_tensor_destroy(x);
     ld_graph_destroy(g);
 }
@@ -583,20 +527,7 @@ int main(void)
         T(test_round_block_equals_counted),
         T(test_fused_run_equals_pass),
     };
-    /* Every counting level this CPU can run (an AVX-512 machine also runs
-     * the AVX2 code): the values and counters must not depend on it. */
-    int failed = 0;
-    for (int level = LD_EMU_LEVEL_PORTABLE; level < LD_EMU_LEVEL_COUNT_; level++) {
-        const char *level_name = ld_emu_level_name((ld_emu_level)level);
-        if (!ld_emu_force_level((ld_emu_level)level)) {
-            printf("# counting level %s: this CPU cannot run it, skipped\n", level_name);
-            continue;
-        }
-        char group[96];
-        printf("# counting level %s\n", level_name);
-        snprintf(group, sizeof group, "%s, counting level %s", "test_emulated_fused", level_name);
-        failed += _cmocka_run_group_tests(group, tests, sizeof tests / sizeof tests[0], NULL, NULL);
-    }
-    ld_emu_force_level(LD_EMU_LEVEL_AUTO);
-    return failed;
+    /* every counting level this CPU can run (an AVX-512 machine also runs
+     * the AVX2 code) */
+    return emt_run_every_level("test_emulated_fused", tests, sizeof tests / sizeof tests[0]);
 }
