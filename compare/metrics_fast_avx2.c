@@ -248,13 +248,14 @@ TARGET static INLINE uint32_t reduce_min_epu32(__m256i v)
     return (uint32_t)_mm_cvtsi128_si32(x);
 }
 
-/* The pass over a block runs in chunks of CHUNK elements, each in three
- * loops: AVX2 has 16 vector registers, and one loop holding the AVX-512
- * kernel's 18 accumulators, its constants and the interval counters kept
- * about a third of its instructions busy spilling and reloading them. The
- * chunk stays in L1 between the loops; the keys go through a small buffer. */
+/* The pass over a block runs in chunks of CHUNK elements, each in four
+ * loops (float32, the side sums, the errors, the intervals): AVX2 has 16
+ * vector registers, and one loop holding the AVX-512 kernel's 18
+ * accumulators, its constants and the interval counters kept about a third
+ * of its instructions busy spilling and reloading them. The chunk stays in
+ * L1 between the loops; the keys go through a small buffer. */
 enum { CHUNK = 512 };
-_Static_assert(CMP_BLOCK % CHUNK == 0 && CHUNK % 8 == 0, "chunks of whole steps");
+_Static_assert(CMP_BLOCK % CHUNK == 0 && CHUNK % 16 == 0, "chunks of whole steps");
 
 /* The loops' constants, read from memory in every step (opaque): with them
  * in registers GCC spilled accumulators instead, and an accumulator kept in
@@ -277,7 +278,7 @@ typedef struct loop_consts {
  * where used instead of hoisted into registers (loop_consts). */
 #define OPAQUE(kc) __asm__("" : "+r"(kc))
 
-/* Loop 1, float32 and the side sums: min, max, smallest |x|, exact
+/* Loops 1 and 2, float32 and the side sums: min, max, smallest |x|, exact
  * matches, the screened verdict; Σ(x - c) and Σ(x - c)². */
 typedef struct side_state {
     __m256 r_min, r_max, t_min, t_max, fail;
@@ -339,7 +340,7 @@ TARGET static INLINE void loop_sides(const loop_consts *kc, const float *r, cons
     *st = s;
 }
 
-/* Loop 2, the errors in double: their sums and maxima, Σ(t - r)², and
+/* Loop 3, the errors in double: their sums and maxima, Σ(t - r)², and
  * either every error stored or the keys to keys (store false): per 8
  * elements the abs and rel narrow keys (side by side,
  * saturated to 16 bits: the low 4 words of each 128-bit half abs, the high 4
@@ -420,7 +421,7 @@ TARGET static INLINE void loop_errors(const loop_consts *kc, const float *r, con
     *st = s;
 }
 
-/* Loop 3, the keys against the intervals: per lane counts of the keys at
+/* Loop 4, the keys against the intervals: per lane counts of the keys at
  * or above each interval's start, and the (r, t) pairs inside any kept. */
 typedef struct iv_state {
     __m256i ge2[QSEL_MAX_RANKS], ge_u[QSEL_MAX_RANKS];
