@@ -49,6 +49,13 @@ int ld_ew_round_level(void)
                                                                   : LD_EW_ROUND_NONE;
 }
 
+/* Hands out[from, to) to round_block (nothing when from < 0). */
+static void hand_over(const ld_kernel_ctx *ctx, float *out, int64_t from, int64_t to)
+{
+    if (from >= 0 && to > from)
+        ctx->round_block(ctx->round_user, 0, out + from, to - from);
+}
+
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -99,13 +106,6 @@ AVX2 static inline bool store_rounded16(float *out, uint16_t *bits, __m256 v0, _
         _mm_storeu_si128((__m128i *)(void *)(bits + 8), h1);
     }
     return false;
-}
-
-/* Hands out[from, to) to round_block (nothing when from < 0). */
-static void hand_over(const ld_kernel_ctx *ctx, float *out, int64_t from, int64_t to)
-{
-    if (from >= 0 && to > from)
-        ctx->round_block(ctx->round_user, 0, out + from, to - from);
 }
 
 /* The loop; inlined into one function per op and stride case (below), so
