@@ -236,7 +236,7 @@ static int64_t check_inline_bits(int level, ld_ew_arith op, int threads, int ra,
     int64_t skipped = 0;
     for (int64_t i = 0; i < out->count; i++) {
         float w = ld_round_to_precision(want[i], LD_PRECISION_FP16, NULL);
-        if (bits_of(got[i]) != bits_of(w) && !(isnan(got[i]) && isnan(w)))
+        if (emt_bits(got[i]) != emt_bits(w) && !(isnan(got[i]) && isnan(w)))
             fail_msg("op %d element %lld is %a, expected %a", op, (long long)i, (double)got[i],
                      (double)w);
         if (c.seen[i] > 1)
@@ -247,7 +247,7 @@ static int64_t check_inline_bits(int level, ld_ew_arith op, int threads, int ra,
                      ld_fp32_to_fp16(w).bits);
         if (counts_something(want[i]) &&
             (c.seen[i] != 1 ||
-             (bits_of(c.at_hook[i]) != bits_of(want[i]) && !isnan(want[i]))))
+             (emt_bits(c.at_hook[i]) != emt_bits(want[i]) && !isnan(want[i]))))
             fail_msg("op %d element %lld (%a) counts in the rounding but reached the hook "
                      "%d times, as %a", op, (long long)i, (double)want[i], c.seen[i],
                      (double)c.at_hook[i]);
