@@ -128,6 +128,27 @@ static double r_d[MAXLEN], t_d[MAXLEN], fast_e[CMP_MEASURES][MAXLEN], port_e[CMP
 
 /* ---- store mode against the portable kernel ---- */
 
+/* r_f/t_f (and the same values in r_d/t_d) through the vector kernel and the
+ * portable one at element index `base`: every per-element measure equal to
+ * the bit, and the same accumulators. */
+static void check_block_against_portable(const cmp_params *p, int m, int64_t base,
+                                         const char *label)
+{
+    cmp_acc fast, port;
+    cmp_acc_init(&fast);
+    cmp_acc_init(&port);
+    double *out[CMP_MEASURES] = {fast_e[0], fast_e[1], fast_e[2]};
+    if (!cmp_block_float_fast(p, r_f, t_f, m, base, &fast, out, NULL, NULL))
+        fail_msg("%s: a finite block refused", label);
+    cmp_block_double(p, r_d, t_d, NULL, m, base, &port, port_e[0], port_e[1], port_e[2]);
+    for (int k = 0; k < CMP_MEASURES; k++)
+        for (int i = 0; i < m; i++)
+            if (memcmp(&fast_e[k][i], &port_e[k][i], sizeof(double)) != 0)
+                fail_msg("%s: measure %d element %d: %.17g, want %.17g", label, k, i,
+                         fast_e[k][i], port_e[k][i]);
+    assert_same_acc(&fast, &port, label);
+}
+
 static void blocks_body(void)
 {
     if (!cmp_fast_available())
@@ -156,23 +177,10 @@ static void blocks_body(void)
                     r_d[i] = r_f[i];
                     t_d[i] = t_f[i];
                 }
-                cmp_acc fast, port;
-                cmp_acc_init(&fast);
-                cmp_acc_init(&port);
-                double *out[CMP_MEASURES] = {fast_e[0], fast_e[1], fast_e[2]};
                 char label[96];
                 snprintf(label, sizeof label, "%s, %d elements, mode %d, shifted %d",
                          cmpt_kernel_name(), m, mode, shifted);
-                if (!cmp_block_float_fast(&p, r_f, t_f, m, 1000, &fast, out, NULL, NULL))
-                    fail_msg("%s: a finite block refused", label);
-                cmp_block_double(&p, r_d, t_d, NULL, m, 1000, &port, port_e[0], port_e[1],
-                                 port_e[2]);
-                for (int k = 0; k < CMP_MEASURES; k++)
-                    for (int i = 0; i < m; i++)
-                        if (memcmp(&fast_e[k][i], &port_e[k][i], sizeof(double)) != 0)
-                            fail_msg("%s: measure %d element %d: %.17g, want %.17g", label, k,
-                                     i, fast_e[k][i], port_e[k][i]);
-                assert_same_acc(&fast, &port, label);
+                check_block_against_portable(&p, m, 1000, label);
             }
 }
 
@@ -217,23 +225,10 @@ static void zero_chunks_body(void)
                     r_d[z] = r_f[z];
                     t_d[z] = t_f[z];
                 }
-                cmp_acc fast, port;
-                cmp_acc_init(&fast);
-                cmp_acc_init(&port);
-                double *out[CMP_MEASURES] = {fast_e[0], fast_e[1], fast_e[2]};
                 char label[96];
                 snprintf(label, sizeof label, "%s, %d elements, zero at %d, shifted %d",
                          cmpt_kernel_name(), m, z, shifted);
-                if (!cmp_block_float_fast(&p, r_f, t_f, m, 0, &fast, out, NULL, NULL))
-                    fail_msg("%s: a finite block refused", label);
-                cmp_block_double(&p, r_d, t_d, NULL, m, 0, &port, port_e[0], port_e[1],
-                                 port_e[2]);
-                for (int k = 0; k < CMP_MEASURES; k++)
-                    for (int i = 0; i < m; i++)
-                        if (memcmp(&fast_e[k][i], &port_e[k][i], sizeof(double)) != 0)
-                            fail_msg("%s: measure %d element %d: %.17g, want %.17g", label, k,
-                                     i, fast_e[k][i], port_e[k][i]);
-                assert_same_acc(&fast, &port, label);
+                check_block_against_portable(&p, m, 0, label);
             }
 }
 
