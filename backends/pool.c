@@ -1,10 +1,13 @@
 /* layerdiff — recycled tensor buffers (see pool.h). */
 #include "backends/pool.h"
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 /* tests/test_pool.c defines LD_POOL_NO_BYPASS to test the cache under ASan. */
 #if defined(__SANITIZE_ADDRESS__) && !defined(LD_POOL_NO_BYPASS)
@@ -13,74 +16,251 @@
 #define POOL_BYPASS 0
 #endif
 
-/* Each buffer is preceded by a header holding its usable capacity and how it
- * was allocated. */
+/* Each buffer is preceded by a header saying how it was allocated. */
 #define HEADER_SIZE 64
-/* Buffers from this size up are mapped pages of their own (their header in a
- * page before them), so they can grow in place: see grow_block. */
-#define MAPPED_MIN ((size_t)1 << 20)
 #define PAGE ((size_t)4096)
-/* Mapped buffers of this capacity and more start on a 2 MiB boundary and
- * ask for transparent huge pages (map_huge, mapped_capacity). */
 #define HUGE_PAGE ((size_t)2 << 20)
-#define HUGE_MIN HUGE_PAGE
+/* Arena buffers from this size up start on a page boundary, as mapped
+ * buffers did (the kernels were tuned on those); smaller ones on 64 bytes. */
+#define PAGE_ALIGN_MIN ((size_t)64 << 10)
+/* Address space an arena reserves (PROT_NONE: no memory, no commit charge)
+ * and the least worth having; read-write in steps of ARENA_COMMIT_STEP. */
+#define ARENA_RESERVE ((size_t)64 << 30)
+#define ARENA_RESERVE_MIN ((size_t)64 << 20)
+#define ARENA_COMMIT_STEP ((size_t)32 << 20)
+
+/* Test hooks (tests/test_pool.c includes this file): the reservation size
+ * to ask for, and madvise, so that tests can make either fail. */
+static size_t arena_reserve_request = ARENA_RESERVE;
+static int (*pool_madvise)(void *, size_t, int) = madvise;
+
+enum { BLOCK_ARENA = 1, BLOCK_MAPPED, BLOCK_MALLOC };
 
 typedef struct block_header {
-    size_t capacity;
-    size_t mapped; /* bytes mapped from buffer - PAGE; 0: from posix_memalign */
+    size_t capacity; /* usable bytes from the buffer on */
+    size_t start;    /* BLOCK_ARENA: the block's first byte, offset in the arena;
+                        BLOCK_MAPPED: bytes mapped from buffer - PAGE */
+    size_t end;      /* BLOCK_ARENA: offset one past the block's last byte */
+    int kind;
 } block_header;
 
-typedef struct pool_block {
-    void *buffer;
-    size_t capacity;
-} pool_block;
+/* --- arena ------------------------------------------------------------------------------ */
 
-struct ld_pool {
-    pool_block *free_blocks;
-    int n_free;
-    int cap_free;
-    size_t cached_bytes;
-};
+/* One reservation of address space marked for transparent huge pages, from
+ * which buffers of every size are carved (docs/architecture.md, "Memory and
+ * cold runs"). A cold run pays for first touching its memory: ~1.3 GB/s in
+ * 4 KiB faults on these VMs. Here every 2 MiB unit faults in once, as one
+ * huge page, whatever the sizes of the buffers in it (small tensors and
+ * the tails of big ones used to fault 4 KiB at a time: ~2.5k faults of
+ * PaddleOCR det's ~3k per cold run).
+ *
+ * Memory stays bounded like a pool's: freed blocks return to a free list
+ * (address-ordered, neighbours merged) and are carved again best fit; only
+ * when none fits does the arena take fresh memory at its top, starting
+ * with the free range that ends there (the touched part is reused, like a
+ * mapped block grown with mremap). So what is touched is the high-water
+ * mark of the arena, never more than the largest live set plus holes. */
+typedef struct free_range {
+    size_t start, end;
+} free_range;
 
+typedef struct arena {
+    char *base;       /* 2 MiB aligned; NULL: no reservation */
+    size_t reserved;  /* bytes reserved from base */
+    size_t committed; /* bytes from base made read-write */
+    size_t top;       /* bytes from base ever handed out (touched) */
+    free_range *free; /* free ranges below top, by address, none adjacent */
+    int n_free, cap_free;
+    size_t free_bytes;
+    size_t live;      /* blocks handed out and not returned */
+    bool huge;        /* MADV_HUGEPAGE accepted */
+} arena;
+
+/* Bytes to reserve: the request, at most a quarter of RLIMIT_AS `as` (NULL:
+ * unknown; PROT_NONE pages count against it), in whole 2 MiB units. */
+static size_t reserve_size(size_t request, const struct rlimit *as)
+{
+    size_t size = request;
+    if (as && as->rlim_cur != RLIM_INFINITY && as->rlim_cur / 4 < size)
+        size = (size_t)(as->rlim_cur / 4);
+    return size & ~(HUGE_PAGE - 1);
+}
+
+/* Reserves the arena's address space (reserve_size of
+ * arena_reserve_request), halved until the kernel gives it. false when not
+ * even ARENA_RESERVE_MIN is available: the caller allocates buffer by
+ * buffer. */
+static bool arena_init(arena *a)
+{
+    *a = (arena){0};
+    struct rlimit lim;
+    bool limited = getrlimit(RLIMIT_AS, &lim) == 0;
+    size_t size = reserve_size(arena_reserve_request, limited ? &lim : NULL);
+    for (; size >= ARENA_RESERVE_MIN; size /= 2) {
+        char *raw = mmap(NULL, size + HUGE_PAGE, PROT_NONE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (raw == MAP_FAILED)
+            continue;
+        uintptr_t aligned = ((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+        size_t head = (size_t)((char *)aligned - raw), tail = HUGE_PAGE - head;
+        if (head)
+            munmap(raw, head);
+        if (tail)
+            munmap((char *)aligned + size, tail);
+        a->base = (char *)aligned;
+        a->reserved = size;
+        /* THP runs in "madvise" mode here: only marked ranges get huge
+         * pages. Without them (no THP, or refused) the arena still pools,
+         * in 4 KiB pages. */
+        a->huge = pool_madvise(a->base, size, MADV_HUGEPAGE) == 0;
+        return true;
+    }
+    return false;
+}
+
+static void arena_destroy(arena *a)
+{
+    if (a->base)
+        munmap(a->base, a->reserved);
+    free(a->free);
+    *a = (arena){0};
+}
+
+/* The first block at or after offset s that can hold nbytes: its end, the
+ * buffer's offset in *data. */
+static size_t block_end(size_t s, size_t nbytes, size_t *data)
+{
+    size_t align = nbytes >= PAGE_ALIGN_MIN ? PAGE : 64;
+    size_t d = (s + HEADER_SIZE + align - 1) & ~(align - 1);
+    *data = d;
+    return (d + nbytes + 63) & ~(size_t)63;
+}
+
+static void remove_range(arena *a, int i)
+{
+    memmove(&a->free[i], &a->free[i + 1], (size_t)(a->n_free - i - 1) * sizeof *a->free);
+    a->n_free--;
+}
+
+/* A buffer of nbytes (< reserved) carved from the arena, or NULL when the
+ * arena is full or out of memory. The header is written. */
+static void *arena_get(arena *a, size_t nbytes)
+{
+    if (!a->base || nbytes > a->reserved)
+        return NULL;
+    /* Returning a block can add a free range: room for one per live block
+     * plus one, made now so that returning never fails. */
+    if ((size_t)a->cap_free < a->live + 2) {
+        size_t cap = (a->live + 2) * 2;
+        free_range *grown = realloc(a->free, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        a->free = grown;
+        a->cap_free = (int)cap;
+    }
+    size_t data = 0, end = 0;
+    int best = -1;
+    for (int i = 0; i < a->n_free; i++) {
+        size_t d, e = block_end(a->free[i].start, nbytes, &d);
+        if (e <= a->free[i].end &&
+            (best < 0 || a->free[i].end - a->free[i].start <
+                             a->free[best].end - a->free[best].start)) {
+            best = i;
+            data = d;
+            end = e;
+        }
+    }
+    size_t start;
+    if (best >= 0) { /* touched memory: the smallest free range that fits */
+        start = a->free[best].start;
+        a->free_bytes -= end - start;
+        if (end == a->free[best].end)
+            remove_range(a, best);
+        else
+            a->free[best].start = end;
+    } else { /* fresh memory at the top, after the free range ending there */
+        bool extend = a->n_free > 0 && a->free[a->n_free - 1].end == a->top;
+        start = extend ? a->free[a->n_free - 1].start : a->top;
+        end = block_end(start, nbytes, &data);
+        if (end > a->reserved)
+            return NULL;
+        if (end > a->committed) {
+            size_t c = (end + ARENA_COMMIT_STEP - 1) & ~(ARENA_COMMIT_STEP - 1);
+            c = c > a->reserved ? a->reserved : c;
+            if (mprotect(a->base + a->committed, c - a->committed, PROT_READ | PROT_WRITE) != 0)
+                return NULL;
+            a->committed = c;
+        }
+        if (extend) {
+            a->free_bytes -= a->top - start;
+            a->n_free--;
+        }
+        a->top = end;
+    }
+    a->live++;
+    void *buffer = a->base + data;
+    *(block_header *)((char *)buffer - HEADER_SIZE) =
+        (block_header){end - data, start, end, BLOCK_ARENA};
+    return buffer;
+}
+
+/* Returns the block [start, end) to the free list, merged with free
+ * neighbours. Never fails (arena_get made room). */
+static void arena_put(arena *a, size_t start, size_t end)
+{
+    int lo = 0, hi = a->n_free; /* first range after the block */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (a->free[mid].start < start)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    a->free_bytes += end - start;
+    a->live--;
+    bool prev = lo > 0 && a->free[lo - 1].end == start;
+    bool next = lo < a->n_free && a->free[lo].start == end;
+    if (prev && next) {
+        a->free[lo - 1].end = a->free[lo].end;
+        remove_range(a, lo);
+    } else if (prev) {
+        a->free[lo - 1].end = end;
+    } else if (next) {
+        a->free[lo].start = start;
+    } else {
+        memmove(&a->free[lo + 1], &a->free[lo], (size_t)(a->n_free - lo) * sizeof *a->free);
+        a->free[lo] = (free_range){start, end};
+        a->n_free++;
+    }
+}
+
+/* With no block out, gives the touched pages back to the system (the
+ * reservation stays): for the process-wide arena of ld_buffer_alloc, whose
+ * caches empty when the last executor goes. */
+static void arena_trim(arena *a)
+{
+    if (a->live || !a->top)
+        return;
+    madvise(a->base, a->top, MADV_DONTNEED);
+    a->top = 0;
+    a->n_free = 0;
+    a->free_bytes = 0;
+}
+
+/* --- buffers of their own ------------------------------------------------------------------ */
+
+/* When an arena cannot serve a request (no reservation, or full), the
+ * buffer is allocated by itself: from 2 MiB up, mapped at a 2 MiB boundary
+ * (header page just before) and marked for huge pages, in whole 2 MiB units
+ * when that adds at most an eighth; else from malloc. Under
+ * AddressSanitizer every buffer is, so use-after-free stays visible. */
 static block_header *header_of(void *buffer)
 {
     return (block_header *)((char *)buffer - HEADER_SIZE);
 }
 
-static void release_buffer(void *buffer)
-{
-    block_header *h = header_of(buffer);
-    if (h->mapped)
-        munmap((char *)buffer - PAGE, h->mapped);
-    else
-        free((char *)buffer - HEADER_SIZE);
-}
-
-ld_pool *ld_pool_create(void)
-{
-    return calloc(1, sizeof(ld_pool));
-}
-
-void ld_pool_destroy(ld_pool *pool)
-{
-    if (!pool)
-        return;
-    for (int i = 0; i < pool->n_free; i++)
-        release_buffer(pool->free_blocks[i].buffer);
-    free(pool->free_blocks);
-    free(pool);
-}
-
-/* First touch is what a cold run pays for its buffers (page faults at
- * ~1.3 GB/s in these VMs): a 64 MiB buffer takes ~50 ms in 4 KiB pages and
- * 3-7 ms in 2 MiB ones. The kernel here gives transparent huge pages only
- * to ranges marked MADV_HUGEPAGE (THP "madvise" mode), and only to 2 MiB
- * units that are aligned and wholly inside the mapping. So a huge buffer's
- * mapping is a header page followed by whole aligned 2 MiB units: len bytes
- * (header included) at an address whose offset PAGE is 2 MiB aligned,
- * carved out of a mapping one unit larger. The whole mapping is marked (a
- * mapping split in two by madvise could not be grown by mremap). NULL when
- * out of address space. */
+/* len bytes at an address whose offset PAGE is 2 MiB aligned, carved out of
+ * a mapping one unit larger, marked; NULL when out of address space. */
 static char *map_huge(size_t len)
 {
     size_t span = len + HUGE_PAGE;
@@ -96,41 +276,24 @@ static char *map_huge(size_t len)
         munmap(raw, head);
     if (tail)
         munmap(start + len, tail);
-    madvise(start, len, MADV_HUGEPAGE); /* advice: without it, small pages */
+    pool_madvise(start, len, MADV_HUGEPAGE); /* advice: without it, small pages */
     return start;
 }
 
-/* Capacity of a mapped buffer of nbytes: whole pages; whole huge pages when
- * that adds at most an eighth (a partly used last unit faults in as 4 KiB
- * pages; rounding every buffer up instead cost PaddleOCR det 25% more RSS
- * for 15% fewer faults). 0 on overflow. */
-static size_t mapped_capacity(size_t nbytes)
+static void *own_buffer(size_t nbytes)
 {
-    size_t capacity = (nbytes + PAGE - 1) & ~(PAGE - 1);
-    size_t whole = (nbytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-    if (whole >= nbytes && whole - nbytes <= nbytes / 8)
-        capacity = whole;
-    return capacity < nbytes || capacity > SIZE_MAX - PAGE ? 0 : capacity;
-}
-
-/* len bytes of fresh pages, or NULL. */
-static char *map_plain(size_t len)
-{
-    void *raw = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return raw == MAP_FAILED ? NULL : raw;
-}
-
-static void *fresh_buffer(size_t nbytes)
-{
-    if (nbytes >= MAPPED_MIN && !POOL_BYPASS) {
-        size_t mapped = mapped_capacity(nbytes);
-        char *raw = !mapped              ? NULL
-                    : mapped >= HUGE_MIN ? map_huge(mapped + PAGE)
-                                         : map_plain(mapped + PAGE);
+    if (nbytes >= HUGE_PAGE && !POOL_BYPASS) {
+        size_t capacity = (nbytes + PAGE - 1) & ~(PAGE - 1);
+        size_t whole = (nbytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+        if (whole >= nbytes && whole - nbytes <= nbytes / 8)
+            capacity = whole;
+        if (capacity < nbytes || capacity > SIZE_MAX - PAGE)
+            return NULL;
+        char *raw = map_huge(capacity + PAGE);
         if (!raw)
             return NULL;
         void *buffer = raw + PAGE;
-        *header_of(buffer) = (block_header){mapped, mapped + PAGE};
+        *header_of(buffer) = (block_header){capacity, capacity + PAGE, 0, BLOCK_MAPPED};
         return buffer;
     }
     size_t capacity = (nbytes + 63) & ~(size_t)63;
@@ -140,72 +303,48 @@ static void *fresh_buffer(size_t nbytes)
     if (posix_memalign(&raw, 64, capacity + HEADER_SIZE) != 0)
         return NULL;
     void *buffer = (char *)raw + HEADER_SIZE;
-    *header_of(buffer) = (block_header){capacity, 0};
+    *header_of(buffer) = (block_header){capacity, 0, 0, BLOCK_MALLOC};
     return buffer;
 }
 
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25 /* Linux 6.1; older kernels reject it (EINVAL): no harm */
-#endif
-
-/* After growing a block from old_capacity to capacity bytes: the 2 MiB unit
- * the old end fell in holds the old tail's 4 KiB pages, so the rest of it
- * would fault in 4 KiB at a time too (a unit with a page table gets no huge
- * page). MADV_COLLAPSE makes it one huge page now (PaddleOCR det: ~450
- * faults fewer per grown block). Best effort. */
-static void collapse_partial_unit(char *buffer, size_t old_capacity, size_t capacity)
+static void release_own(void *buffer)
 {
-    size_t unit = old_capacity & ~(HUGE_PAGE - 1);
-    if (old_capacity % HUGE_PAGE && unit + HUGE_PAGE <= capacity)
-        madvise(buffer + unit, HUGE_PAGE, MADV_COLLAPSE);
+    block_header *h = header_of(buffer);
+    if (h->kind == BLOCK_MAPPED)
+        munmap((char *)buffer - PAGE, h->start);
+    else
+        free((char *)buffer - HEADER_SIZE);
 }
 
-/* First touch of fresh pages is the slow part of a cold run here (page
- * faults at ~2 GB/s against 30+ GB/s for warm writes), and tensor sizes
- * vary, so a best-fit pool alone kept finding no block big enough: PaddleOCR
- * det faulted in 78 MB of buffers for a peak live set of 44 MB. When nothing
- * fits, the largest cached mapped block that is too small is grown with
- * mremap instead: its pages, already touched, move along (no copy), and only
- * the difference is new. NULL when there is no such block. */
-static void *grow_block(ld_pool *pool, size_t nbytes)
+/* --- pool ------------------------------------------------------------------------------ */
+
+typedef struct pool_block {
+    void *buffer;
+    size_t capacity;
+} pool_block;
+
+struct ld_pool {
+    arena arena;
+    bool arena_tried;   /* the reservation is made at the first request */
+    pool_block *cached; /* returned buffers of their own (no arena) */
+    int n_cached, cap_cached;
+    size_t cached_bytes;
+};
+
+ld_pool *ld_pool_create(void)
 {
-    int best = -1;
-    for (int i = 0; i < pool->n_free; i++) {
-        pool_block *b = &pool->free_blocks[i];
-        if (b->capacity < nbytes && header_of(b->buffer)->mapped &&
-            (best < 0 || b->capacity > pool->free_blocks[best].capacity))
-            best = i;
-    }
-    size_t capacity = mapped_capacity(nbytes);
-    if (best < 0 || !capacity)
-        return NULL;
-    void *old = pool->free_blocks[best].buffer;
-    block_header *h = header_of(old);
-    size_t old_capacity = h->capacity;
-    void *raw = MAP_FAILED;
-    if (capacity >= HUGE_MIN) {
-        /* Move it to an aligned place of the new size (map_huge reserves
-         * one): 2 MiB pages move whole only between aligned addresses. */
-        char *target = map_huge(capacity + PAGE);
-        if (target)
-            raw = mremap((char *)old - PAGE, h->mapped, capacity + PAGE,
-                         MREMAP_MAYMOVE | MREMAP_FIXED, target);
-        if (target && raw == MAP_FAILED)
-            munmap(target, capacity + PAGE);
-        if (raw != MAP_FAILED) { /* it keeps the old mapping's flags: mark it */
-            madvise(raw, capacity + PAGE, MADV_HUGEPAGE);
-            collapse_partial_unit((char *)raw + PAGE, old_capacity, capacity);
-        }
-    } else {
-        raw = mremap((char *)old - PAGE, h->mapped, capacity + PAGE, MREMAP_MAYMOVE);
-    }
-    if (raw == MAP_FAILED)
-        return NULL; /* the block stays cached as it was */
-    pool->cached_bytes -= pool->free_blocks[best].capacity;
-    pool->free_blocks[best] = pool->free_blocks[--pool->n_free];
-    void *buffer = (char *)raw + PAGE;
-    *header_of(buffer) = (block_header){capacity, capacity + PAGE};
-    return buffer;
+    return calloc(1, sizeof(ld_pool));
+}
+
+void ld_pool_destroy(ld_pool *pool)
+{
+    if (!pool)
+        return;
+    for (int i = 0; i < pool->n_cached; i++)
+        release_own(pool->cached[i].buffer);
+    free(pool->cached);
+    arena_destroy(&pool->arena);
+    free(pool);
 }
 
 void *ld_pool_get(ld_pool *pool, size_t nbytes)
@@ -213,23 +352,29 @@ void *ld_pool_get(ld_pool *pool, size_t nbytes)
     if (nbytes == 0)
         nbytes = 1;
     if (POOL_BYPASS)
-        return fresh_buffer(nbytes);
-    /* Best fit, but never hand a block more than twice the request: a big
-     * buffer parked under a tiny tensor would inflate the live set. */
+        return own_buffer(nbytes);
+    if (!pool->arena_tried) {
+        pool->arena_tried = true;
+        arena_init(&pool->arena);
+    }
+    void *buffer = arena_get(&pool->arena, nbytes);
+    if (buffer)
+        return buffer;
+    /* No arena or a full one: best fit among returned buffers of their own,
+     * never more than twice the request (a big buffer parked under a tiny
+     * tensor would inflate the live set). */
     int best = -1;
-    for (int i = 0; i < pool->n_free; i++) {
-        size_t c = pool->free_blocks[i].capacity;
+    for (int i = 0; i < pool->n_cached; i++) {
+        size_t c = pool->cached[i].capacity;
         if (c >= nbytes && c / 2 <= nbytes + 4096 &&
-            (best < 0 || c < pool->free_blocks[best].capacity))
+            (best < 0 || c < pool->cached[best].capacity))
             best = i;
     }
-    if (best < 0) {
-        void *grown = nbytes >= MAPPED_MIN ? grow_block(pool, nbytes) : NULL;
-        return grown ? grown : fresh_buffer(nbytes);
-    }
-    void *buffer = pool->free_blocks[best].buffer;
-    pool->cached_bytes -= pool->free_blocks[best].capacity;
-    pool->free_blocks[best] = pool->free_blocks[--pool->n_free];
+    if (best < 0)
+        return own_buffer(nbytes);
+    buffer = pool->cached[best].buffer;
+    pool->cached_bytes -= pool->cached[best].capacity;
+    pool->cached[best] = pool->cached[--pool->n_cached];
     return buffer;
 }
 
@@ -237,37 +382,69 @@ void ld_pool_put(ld_pool *pool, void *buffer)
 {
     if (!buffer)
         return;
-    if (POOL_BYPASS) {
-        release_buffer(buffer);
+    block_header *h = header_of(buffer);
+    if (h->kind == BLOCK_ARENA) {
+        arena_put(&pool->arena, h->start, h->end);
         return;
     }
-    if (pool->n_free == pool->cap_free) {
-        int cap = pool->cap_free ? pool->cap_free * 2 : 32;
-        pool_block *grown = realloc(pool->free_blocks, (size_t)cap * sizeof *grown);
+    if (POOL_BYPASS) {
+        release_own(buffer);
+        return;
+    }
+    if (pool->n_cached == pool->cap_cached) {
+        int cap = pool->cap_cached ? pool->cap_cached * 2 : 32;
+        pool_block *grown = realloc(pool->cached, (size_t)cap * sizeof *grown);
         if (!grown) { /* cannot cache it: release it instead */
-            release_buffer(buffer);
+            release_own(buffer);
             return;
         }
-        pool->free_blocks = grown;
-        pool->cap_free = cap;
+        pool->cached = grown;
+        pool->cap_cached = cap;
     }
-    size_t capacity = header_of(buffer)->capacity;
-    pool->free_blocks[pool->n_free++] = (pool_block){buffer, capacity};
-    pool->cached_bytes += capacity;
+    pool->cached[pool->n_cached++] = (pool_block){buffer, h->capacity};
+    pool->cached_bytes += h->capacity;
 }
 
 size_t ld_pool_cached_bytes(const ld_pool *pool)
 {
-    return pool->cached_bytes;
+    return pool->cached_bytes + pool->arena.free_bytes;
 }
+
+/* --- buffers outside a pool -------------------------------------------------------------- */
+
+/* The process-wide arena of ld_buffer_alloc (the convolution scratch cache,
+ * shared by every executor); its pages go back when its last buffer does. */
+static pthread_mutex_t buffer_lock = PTHREAD_MUTEX_INITIALIZER;
+static arena buffer_arena;
+static bool buffer_arena_tried;
 
 void *ld_buffer_alloc(size_t nbytes)
 {
-    return fresh_buffer(nbytes ? nbytes : 1);
+    if (nbytes == 0)
+        nbytes = 1;
+    if (POOL_BYPASS)
+        return own_buffer(nbytes);
+    pthread_mutex_lock(&buffer_lock);
+    if (!buffer_arena_tried) {
+        buffer_arena_tried = true;
+        arena_init(&buffer_arena);
+    }
+    void *buffer = arena_get(&buffer_arena, nbytes);
+    pthread_mutex_unlock(&buffer_lock);
+    return buffer ? buffer : own_buffer(nbytes);
 }
 
 void ld_buffer_free(void *buffer)
 {
-    if (buffer)
-        release_buffer(buffer);
+    if (!buffer)
+        return;
+    block_header *h = header_of(buffer);
+    if (h->kind != BLOCK_ARENA) {
+        release_own(buffer);
+        return;
+    }
+    pthread_mutex_lock(&buffer_lock);
+    arena_put(&buffer_arena, h->start, h->end);
+    arena_trim(&buffer_arena);
+    pthread_mutex_unlock(&buffer_lock);
 }
