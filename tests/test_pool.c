@@ -361,8 +361,10 @@ static void test_buffer_alloc(void **state)
     ld_buffer_free(small);
     assert_int_equal(buffer_arena.top, 0); /* empty: pages given back */
     assert_int_equal(buffer_arena.n_free, 0);
-    unsigned char *fresh = ld_buffer_alloc(100);
-    assert_int_equal(fresh[0], 0); /* a new zero page */
+    unsigned char *fresh = ld_buffer_alloc(5 * MiB); /* where big was, in new zero pages */
+    assert_ptr_equal(fresh, big);
+    assert_int_equal(fresh[0], 0);
+    assert_int_equal(fresh[4 * MiB - 1], 0);
     ld_buffer_free(fresh);
     ld_buffer_free(NULL);
 }
