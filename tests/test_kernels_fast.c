@@ -1,7 +1,8 @@
 /* Unit tests of the memory-bound fast paths behind backends/kernels/
  * fast_level.h: float32 Add/Sub/Mul/Div rows (elementwise_fast.c), Resize's
  * nearest integer upsampling (resize_interp.c), GlobalAveragePool's grouped
- * sums (pool.c), and Concat's parallel copy (layout.c).
+ * sums (pool.c), BatchNormalization's affine rows (normalization.c) and
+ * Concat's parallel copy (layout.c).
  *
  * Every level the CPU runs is forced in turn (ld_fast_force_level) and its
  * output compared bit for bit with the portable level and with a naive loop,
@@ -22,6 +23,8 @@
 #include "backends/kernels/elementwise_fast.h"
 #include "backends/kernels/fast_level.h"
 #include "layerdiff/backend.h"
+#include "layerdiff/engine.h"
+#include "tests/support/emulated_testing.h"
 #include "tests/support/kernel_run.h"
 #include "tests/support/onnx_builder.h"
 
@@ -293,8 +296,11 @@ static void test_global_average_pool_groups(void **state)
             int64_t plane = H * W, n = N * C * plane;
             float *x = malloc((size_t)n * sizeof *x);
             assert_non_null(x);
-            for (int64_t i = 0; i < n; i++) /* ordinary values: sums stay finite */
-                x[i] = (float)((int32_t)next_u32() % 100000) / 313.0f * (i % 5 ? 1 : 1e-3f);
+            /* magnitudes from 2^-40 to 2^40, so that the double sums round and a
+             * different order of the terms gives other bits; sums stay finite */
+            for (int64_t i = 0; i < n; i++)
+                x[i] = ldexpf((float)((int32_t)next_u32() % 100000) / 313.0f,
+                              (int)(next_u32() % 81) - 40);
             if (n > 20)
                 x[17] = -0.0f;
             kr_input ins[] = {IN("X", LD_DTYPE_FLOAT32, 4, N, C, H, W)};
@@ -356,6 +362,104 @@ static void test_global_average_pool_specials(void **state)
     teardown_level();
 }
 
+/* The terms of each plane are added in element order: 0.75 + 2^53 - 2^53
+ * is 0 in double, 0.75 - 2^53 + 2^53 is 1. Each plane puts the pair at
+ * another position of a vector step (the last one across two steps). */
+static void test_global_average_pool_term_order(void **state)
+{
+    (void)state;
+    enum { C = 16, P = 27 };
+    static float x[C * P];
+    memset(x, 0, sizeof x);
+    for (int p = 0; p < C; p++) {
+        int j0 = p % 8, at = 8 + j0;
+        x[p * P + at - 1] = 0.75f;
+        x[p * P + at] = 0x1p53f;
+        x[p * P + at + 1] = -0x1p53f;
+    }
+    kr_input ins[] = {IN("X", LD_DTYPE_FLOAT32, 4, 1, C, 3, 9)};
+    ins[0].data = x;
+    for (int level = 0; level < N_LEVELS; level++) {
+        if (!ld_fast_level_supported(levels[level]))
+            continue;
+        force(levels[level]);
+        kr_result r;
+        kr_run(11, "GlobalAveragePool", NULL, ins, 1, "Y", 1, &r);
+        kr_expect_ok(&r);
+        for (int p = 0; p < C; p++)
+            expect_same_float(((const float *)r.t[0]->data)[p], 0.0f, false, "term order", p);
+        kr_free(&r);
+    }
+    teardown_level();
+}
+
+/* In a reduced-precision layer (the emulated engine at fp16) the sums are
+ * float accumulators (global_avg_group_f32r): every level gives the
+ * portable level's bits, on 1 and 2 threads, and the terms go in element
+ * order (the data makes another order visible after the float16 output). */
+static void test_global_average_pool_reduced(void **state)
+{
+    (void)state;
+    enum { N = 2, C = 24, H = 7, W = 9, P = H * W };
+    Onnx__ModelProto *m = ob_model();
+    int64_t dims[4] = {N, C, H, W};
+    ob_input(m->graph, "x", LD_DTYPE_FLOAT32, 4, dims);
+    ob_node(m->graph, "GlobalAveragePool", "gap", "x", "y");
+    ob_output(m->graph, "y", LD_DTYPE_FLOAT32);
+    ld_graph *g = ob_load_ok(m);
+    ld_shape shape;
+    ld_error err;
+    ld_tensor *x = NULL;
+    assert_int_equal(ld_shape_set(&shape, 4, dims, &err), LD_OK);
+    assert_int_equal(ld_tensor_create(&x, "x", LD_DTYPE_FLOAT32, &shape, &err), LD_OK);
+    /* planes p % 8 in 1..6: zeros but 2^-10 + 65504 - 65504 inside one vector step
+     * (0 in this order, 2^-10 in another; all float16 values); the others
+     * random multiples of 1/64 */
+    float *xv = x->data;
+    for (int p = 0; p < N * C; p++)
+        for (int i = 0; i < P; i++)
+            xv[p * P + i] = p % 8 == 0 || p % 8 == 7
+                                ? (float)((int32_t)next_u32() % 2000) / 64.0f
+                                : 0.0f;
+    for (int p = 0; p < N * C; p++) {
+        if (p % 8 == 0 || p % 8 == 7)
+            continue;
+        int at = 8 + p % 8;
+        xv[p * P + at - 1] = 0x1p-10f;
+        xv[p * P + at] = 65504.0f;
+        xv[p * P + at + 1] = -65504.0f;
+    }
+    ld_engine_config cfg;
+    ld_engine_config_init(&cfg);
+    cfg.fp16 = true;
+    emt_capture want = {0};
+    force(LD_FAST_PORTABLE);
+    emt_run(g, &cfg, &x, &want, 1, 1, true);
+    const ld_tensor *w = emt_find(&want, "y")->t;
+    for (int p = 0; p < N * C; p++)
+        if (p % 8 != 0 && p % 8 != 7)
+            expect_same_float(((const float *)w->data)[p], 0.0f, false, "reduced order", p);
+    for (int level = 0; level < N_LEVELS; level++) {
+        if (!ld_fast_level_supported(levels[level]))
+            continue;
+        force(levels[level]);
+        for (int threads = 1; threads <= 2; threads++) {
+            emt_capture got = {0};
+            emt_run(g, &cfg, &x, &got, 1, threads, true);
+            const ld_tensor *t = emt_find(&got, "y")->t;
+            assert_int_equal(t->nbytes, w->nbytes);
+            for (int64_t i = 0; i < w->count; i++)
+                expect_same_float(((const float *)t->data)[i], ((const float *)w->data)[i],
+                                  false, "reduced", i);
+            emt_capture_free(&got);
+        }
+    }
+    emt_capture_free(&want);
+    ld_tensor_destroy(x);
+    ld_graph_destroy(g);
+    teardown_level();
+}
+
 /* --- Concat -------------------------------------------------------------------------- */
 
 /* Large enough to be cut between threads, on axes 0, 1 and the last, with
@@ -413,6 +517,67 @@ static void test_concat_parallel_ranges(void **state)
     }
 }
 
+/* --- BatchNormalization -------------------------------------------------------------- */
+
+/* Inference BatchNormalization (per-channel affine in double) with plane
+ * sizes around the vector steps, edge values in X, and a NaN scale in one
+ * channel: every level and thread count gives the portable level's bits
+ * and, for finite results, the double formula's. */
+static void test_batchnorm_affine_levels(void **state)
+{
+    (void)state;
+    static const int64_t sides[][2] = {{1, 1}, {3, 5}, {4, 4}, {7, 9}, {33, 35}};
+    for (size_t sd = 0; sd < 2 * sizeof sides / sizeof sides[0]; sd++) {
+        spread = sd % 2 ? 1000 : 16;
+        enum { C = 5 };
+        const int64_t N = 2, H = sides[sd / 2][0], W = sides[sd / 2][1];
+        int64_t plane = H * W, n = N * C * plane;
+        float *x = malloc((size_t)n * sizeof *x);
+        assert_non_null(x);
+        fill_edge(x, n);
+        const float scale[C] = {1.5f, -0.25f, NAN, 3.0f, 1e-3f};
+        const float bias[C] = {0.5f, -2.0f, 1.0f, 0.0f, 7.0f};
+        const float mean[C] = {0.1f, -1.0f, 0.0f, 2.5f, 100.0f};
+        const float var[C] = {1.0f, 0.5f, 2.0f, 0.0f, 9.0f};
+        kr_input ins[] = {IN("X", LD_DTYPE_FLOAT32, 4, N, C, H, W),
+                          IN("scale", LD_DTYPE_FLOAT32, 1, C), IN("B", LD_DTYPE_FLOAT32, 1, C),
+                          IN("mean", LD_DTYPE_FLOAT32, 1, C), IN("var", LD_DTYPE_FLOAT32, 1, C)};
+        ins[0].data = x, ins[1].data = scale, ins[2].data = bias, ins[3].data = mean;
+        ins[4].data = var;
+        kr_result want;
+        force(LD_FAST_PORTABLE);
+        kr_run(15, "BatchNormalization", NULL, ins, 5, "Y", 1, &want);
+        kr_expect_ok(&want);
+        const float *w = want.t[0]->data;
+        for (int64_t i = 0; i < n; i++) { /* the formula, for the finite results */
+            int64_t c = i / plane % C;
+            double a = scale[c] / sqrt((double)var[c] + 1e-5f);
+            float f = (float)(((double)x[i] - mean[c]) * a + bias[c]);
+            if (isfinite(w[i]) && isfinite(f) && fabs((double)w[i] - f) > 1e-6 * fabs(f) + 1e-30)
+                fail_msg("element %lld is %a, the formula gives %a", (long long)i, (double)w[i],
+                         (double)f);
+        }
+        for (int level = 0; level < N_LEVELS; level++) {
+            if (!ld_fast_level_supported(levels[level]))
+                continue;
+            force(levels[level]);
+            for (int threads = 1; threads <= 2; threads++) {
+                kr_result got;
+                kr_run(15, "BatchNormalization", NULL, ins, 5, "Y", threads, &got);
+                kr_expect_ok(&got);
+                const float *g = got.t[0]->data;
+                for (int64_t i = 0; i < n; i++)
+                    expect_same_float(g[i], w[i], false, "BatchNormalization", i);
+                kr_free(&got);
+            }
+        }
+        kr_free(&want);
+        free(x);
+    }
+    spread = 16;
+    teardown_level();
+}
+
 /* --- the level switch --------------------------------------------------------------------- */
 
 static void test_force_level(void **state)
@@ -443,7 +608,10 @@ int main(void)
         T(test_resize_nearest_integer_factors),
         T(test_global_average_pool_groups),
         T(test_global_average_pool_specials),
+        T(test_global_average_pool_term_order),
+        T(test_global_average_pool_reduced),
         T(test_concat_parallel_ranges),
+        T(test_batchnorm_affine_levels),
         T(test_force_level),
     };
     if (getenv("LD_TEST_FILTER")) /* run a subset: LD_TEST_FILTER='*resize*' */
