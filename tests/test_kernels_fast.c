@@ -1,8 +1,7 @@
-/* Unit tests of the memory-bound fast paths behind backends/kernels/
- * fast_level.h: float32 Add/Sub/Mul/Div rows (elementwise_fast.c), Resize's
- * nearest integer upsampling (resize_interp.c), GlobalAveragePool's grouped
- * sums (pool.c), BatchNormalization's affine rows (normalization.c) and
- * Concat's parallel copy (layout.c).
+/* Unit tests of the fast paths behind backends/kernels/fast_level.h:
+ * Resize's nearest integer upsampling (resize_interp.c), GlobalAveragePool's
+ * grouped sums (pool.c), BatchNormalization's affine rows (normalization.c),
+ * and Concat's parallel copy (layout.c).
  *
  * Every level the CPU runs is forced in turn (ld_fast_force_level) and its
  * output compared bit for bit with the portable level and with a naive loop,
@@ -20,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/kernels/elementwise_fast.h"
 #include "backends/kernels/fast_level.h"
 #include "layerdiff/backend.h"
 #include "layerdiff/engine.h"
@@ -97,127 +95,6 @@ static void force(ld_fast_level level)
 static void teardown_level(void)
 {
     assert_true(ld_fast_force_level(LD_FAST_AUTO));
-}
-
-/* --- Add, Sub, Mul, Div rows --------------------------------------------------------- */
-
-static float naive_op(ld_ew_arith op, float x, float y)
-{
-    switch (op) {
-    case LD_EW_ARITH_ADD: return x + y;
-    case LD_EW_ARITH_SUB: return x - y;
-    case LD_EW_ARITH_MUL: return x * y;
-    default: return x / y;
-    }
-}
-
-/* A row function for the fallback: the naive loop. */
-static ld_ew_arith naive_row_op;
-static void naive_row(void *out, const void *const *in, const int64_t *st, int64_t n,
-                      const void *params)
-{
-    (void)params;
-    const float *a = in[0], *b = in[1];
-    for (int64_t i = 0; i < n; i++)
-        ((float *)out)[i] = naive_op(naive_row_op, a[st[0] * i], b[st[1] * i]);
-}
-
-/* ld_ew_arith_f32_fast on every stride case and length 0..80 (vector
- * bodies and tails), out of place and in place over either input. */
-static void test_arith_rows_every_length(void **state)
-{
-    (void)state;
-    enum { MAX = 80 };
-    float a[MAX], b[MAX], out[MAX], inplace[MAX];
-    for (int level = 0; level < N_LEVELS * 2; level++) {
-        if (!ld_fast_level_supported(levels[level / 2]))
-            continue;
-        force(levels[level / 2]);
-        spread = level % 2 ? 1000 : 16;
-        for (int op = LD_EW_ARITH_ADD; op <= LD_EW_ARITH_DIV; op++)
-            for (int sc = 0; sc < 3; sc++) /* both rows, a broadcast, b broadcast */
-                for (int64_t n = 1; n <= MAX; n++) {
-                    const int64_t st[2] = {sc != 1, sc != 2};
-                    fill_edge(a, n);
-                    fill_edge(b, n);
-                    naive_row_op = op;
-                    bool done = ld_ew_arith_f32_fast(op, out, a, b, st, n, naive_row, NULL);
-                    assert_int_equal(done, levels[level / 2] != LD_FAST_PORTABLE);
-                    if (!done)
-                        continue;
-                    for (int64_t i = 0; i < n; i++)
-                        expect_same_float(out[i], naive_op(op, a[st[0] * i], b[st[1] * i]), true,
-                                          "row", i);
-                    /* in place over the row input(s) */
-                    float *target = st[0] ? a : b;
-                    memcpy(inplace, out, sizeof inplace);
-                    assert_true(ld_ew_arith_f32_fast(op, target, a, b, st, n, naive_row, NULL));
-                    for (int64_t i = 0; i < n; i++)
-                        expect_same_float(target[i], inplace[i], false, "in place", i);
-                }
-    }
-    spread = 16;
-    teardown_level();
-}
-
-/* Add/Sub/Mul/Div nodes with scalar, per-channel, row and full broadcasts:
- * every level and thread count gives the portable level's bits, NaN
- * payloads included. */
-static void test_arith_nodes_match_portable(void **state)
-{
-    (void)state;
-    static const char *const ops[] = {"Add", "Sub", "Mul", "Div"};
-    struct { int rank; int64_t a[4], b[4]; } shapes[] = {
-        {4, {1, 3, 37, 41}, {1, 1, 1, 1}},   /* b scalar */
-        {4, {1, 1, 1, 1}, {1, 5, 19, 23}},   /* a scalar */
-        {4, {2, 7, 33, 35}, {1, 7, 1, 1}},   /* per channel */
-        {4, {1, 4, 29, 31}, {1, 4, 29, 31}}, /* same shape */
-        {3, {3, 1, 77}, {1, 45, 77}},        /* both broadcast */
-        {4, {1, 24, 160, 161}, {1, 24, 1, 1}}, /* large: parallel rows */
-    };
-    for (size_t s = 0; s < 2 * sizeof shapes / sizeof shapes[0]; s++) {
-        spread = s % 2 ? 1000 : 16;
-        int64_t na = 1, nb = 1;
-        for (int d = 0; d < shapes[s / 2].rank; d++)
-            na *= shapes[s / 2].a[d], nb *= shapes[s / 2].b[d];
-        float *a = malloc((size_t)na * sizeof *a), *b = malloc((size_t)nb * sizeof *b);
-        assert_non_null(a);
-        assert_non_null(b);
-        fill_edge(a, na);
-        fill_edge(b, nb);
-        kr_input ins[2] = {{.name = "A", .dtype = LD_DTYPE_FLOAT32, .rank = shapes[s / 2].rank,
-                            .data = a},
-                           {.name = "B", .dtype = LD_DTYPE_FLOAT32, .rank = shapes[s / 2].rank,
-                            .data = b}};
-        memcpy(ins[0].dims, shapes[s / 2].a, sizeof shapes[s / 2].a);
-        memcpy(ins[1].dims, shapes[s / 2].b, sizeof shapes[s / 2].b);
-        for (size_t o = 0; o < 4; o++) {
-            kr_result want;
-            force(LD_FAST_PORTABLE);
-            kr_run(14, ops[o], NULL, ins, 2, "Y", 1, &want);
-            kr_expect_ok(&want);
-            for (int level = 0; level < N_LEVELS; level++) {
-                if (!ld_fast_level_supported(levels[level]))
-                    continue;
-                force(levels[level]);
-                for (int threads = 1; threads <= 2; threads++) {
-                    kr_result got;
-                    kr_run(14, ops[o], NULL, ins, 2, "Y", threads, &got);
-                    kr_expect_ok(&got);
-                    assert_int_equal(got.t[0]->count, want.t[0]->count);
-                    const float *g = got.t[0]->data, *w = want.t[0]->data;
-                    for (int64_t i = 0; i < want.t[0]->count; i++)
-                        expect_same_float(g[i], w[i], false, ops[o], i);
-                    kr_free(&got);
-                }
-            }
-            kr_free(&want);
-        }
-        free(a);
-        free(b);
-    }
-    spread = 16;
-    teardown_level();
 }
 
 /* --- Resize nearest, integer upsampling ------------------------------------------------ */
@@ -603,8 +480,6 @@ static void test_force_level(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        T(test_arith_rows_every_length),
-        T(test_arith_nodes_match_portable),
         T(test_resize_nearest_integer_factors),
         T(test_global_average_pool_groups),
         T(test_global_average_pool_specials),

@@ -16,7 +16,6 @@
  *    in double and converted as ONNX Runtime's std::pow does.
  * Max and Min propagate NaN, as numpy.maximum/minimum. */
 #include "backends/kernels/elementwise.h"
-#include "backends/kernels/elementwise_fast.h"
 #include "backends/kernels/kernels.h"
 
 /* --- Add, Sub, Mul, Div ---------------------------------------------------------- */
@@ -51,32 +50,14 @@ EW_INTS(ARITH_INT)
 EW_SIGNED_INTS(DIV_SIGNED)
 EW_UNSIGNED_INTS(DIV_UNSIGNED)
 
-/* float32 rows go to the AVX2 loops of elementwise_fast.c when the CPU has
- * them (same bits), else to the generated rows above. */
-#define FAST_F32(name, op)                                                            \
-    static void name##_f32_row(void *out, const void *const *in, const int64_t *st,    \
-                               int64_t n, const void *params)                          \
-    {                                                                                 \
-        if (!ld_ew_arith_f32_fast(op, out, in[0], in[1], st, n, name##_f32, params))  \
-            name##_f32(out, in, st, n, params);                                       \
-    }
-FAST_F32(add, LD_EW_ARITH_ADD)
-FAST_F32(sub, LD_EW_ARITH_SUB)
-FAST_F32(mul, LD_EW_ARITH_MUL)
-FAST_F32(div, LD_EW_ARITH_DIV)
-
 #define ADD_ENTRY(sfx, T, DT, W) [DT] = add_##sfx,
 #define SUB_ENTRY(sfx, T, DT, W) [DT] = sub_##sfx,
 #define MUL_ENTRY(sfx, T, DT, W) [DT] = mul_##sfx,
 #define DIV_ENTRY(sfx, T, DT, W) [DT] = div_##sfx,
-static const ld_ew_row_table add_table = {[LD_DTYPE_FLOAT32] = add_f32_row,
-                                          [LD_DTYPE_FLOAT64] = add_f64, EW_INTS(ADD_ENTRY)};
-static const ld_ew_row_table sub_table = {[LD_DTYPE_FLOAT32] = sub_f32_row,
-                                          [LD_DTYPE_FLOAT64] = sub_f64, EW_INTS(SUB_ENTRY)};
-static const ld_ew_row_table mul_table = {[LD_DTYPE_FLOAT32] = mul_f32_row,
-                                          [LD_DTYPE_FLOAT64] = mul_f64, EW_INTS(MUL_ENTRY)};
-static const ld_ew_row_table div_table = {[LD_DTYPE_FLOAT32] = div_f32_row,
-                                          [LD_DTYPE_FLOAT64] = div_f64, EW_INTS(DIV_ENTRY)};
+static const ld_ew_row_table add_table = {EW_NUMBERS(ADD_ENTRY)};
+static const ld_ew_row_table sub_table = {EW_NUMBERS(SUB_ENTRY)};
+static const ld_ew_row_table mul_table = {EW_NUMBERS(MUL_ENTRY)};
+static const ld_ew_row_table div_table = {EW_NUMBERS(DIV_ENTRY)};
 EW_ARITH_KERNEL(add, LD_EW_ARITH_ADD)
 EW_ARITH_KERNEL(sub, LD_EW_ARITH_SUB)
 EW_ARITH_KERNEL(mul, LD_EW_ARITH_MUL)

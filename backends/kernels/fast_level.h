@@ -1,6 +1,7 @@
-/* layerdiff — the instruction-set level of the memory-bound fast paths of
- * Resize (nearest, integer upsampling), GlobalAveragePool and the per-channel
- * broadcast of Add/Sub/Mul/Div (private to backends/kernels/ and its tests).
+/* layerdiff — the instruction-set level of the AVX2 paths of Resize
+ * (nearest, integer upsampling), GlobalAveragePool (grouped sums) and
+ * BatchNormalization (affine rows) (private to backends/kernels/ and its
+ * tests).
  *
  * Why one switch: these paths are small AVX2 loops next to a portable loop
  * that gives the same bits; the tests run every level the CPU has
