@@ -1,7 +1,6 @@
 /* layerdiff — the instruction-set level of the AVX2 paths of Resize
- * (nearest, integer upsampling), GlobalAveragePool (grouped sums) and
- * BatchNormalization (affine rows) (private to backends/kernels/ and its
- * tests).
+ * (nearest, integer upsampling) and GlobalAveragePool (grouped sums)
+ * (private to backends/kernels/ and its tests).
  *
  * Why one switch: these paths are small AVX2 loops next to a portable loop
  * that gives the same bits; the tests run every level the CPU has

@@ -24,12 +24,7 @@
  * normalization_internal.h. This file has the kernel table for all of them. */
 #include <math.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "backends/accumulate.h"
-#include "backends/kernels/fast_level.h"
 #include "backends/kernels/kernel_util.h"
 #include "backends/kernels/kernels.h"
 #include "backends/kernels/reduce_util.h"
@@ -102,60 +97,13 @@ static void row_stats(const ld_tensor *x, int64_t off, int64_t n, double *mean, 
         stats_f32((const float *)x->data + off, n, mean, var);
 }
 
-#if defined(__x86_64__)
-#define AVX2 __attribute__((target("avx2")))
-/* affine_f32 on AVX2, two vectors per step: the same double operations per
- * element (convert, subtract, multiply, add, round to float), so the same
- * bits. Why: the compiler's clone of affine_f32 takes ~0.24 ns per element
- * on a Zen 3 core, this loop ~0.22 (in place, 0.6-2.5M elements, medians of
- * 31). A group of 16 with a NaN result (whose payload would depend on the
- * operand order the compiler picked there) and the tail go to affine_f32. */
-AVX2 static inline __m256 affine8(__m256 x, __m256d mean, __m256d a, __m256d b)
-{
-    __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
-    __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
-    lo = _mm256_add_pd(_mm256_mul_pd(_mm256_sub_pd(lo, mean), a), b);
-    hi = _mm256_add_pd(_mm256_mul_pd(_mm256_sub_pd(hi, mean), a), b);
-    return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
-}
-
-AVX2 static void affine_f32_avx2(const float *x, float *y, int64_t n, double mean, double a,
-                                 double b)
-{
-    const __m256d vm = _mm256_set1_pd(mean), va = _mm256_set1_pd(a), vb = _mm256_set1_pd(b);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m256 r0 = affine8(_mm256_loadu_ps(x + i), vm, va, vb);
-        __m256 r1 = affine8(_mm256_loadu_ps(x + i + 8), vm, va, vb);
-        __m256 nan = _mm256_or_ps(_mm256_cmp_ps(r0, r0, _CMP_UNORD_Q),
-                                  _mm256_cmp_ps(r1, r1, _CMP_UNORD_Q));
-        if (_mm256_movemask_ps(nan)) {
-            affine_f32(x + i, y + i, 16, mean, a, b);
-            continue;
-        }
-        _mm256_storeu_ps(y + i, r0);
-        _mm256_storeu_ps(y + i + 8, r1);
-    }
-    if (i < n)
-        affine_f32(x + i, y + i, n - i, mean, a, b);
-}
-#undef AVX2
-#endif
-
 static void row_affine(const ld_tensor *x, ld_tensor *y, int64_t off, int64_t n, double mean,
                        double a, double b)
 {
-    if (is_f64(x)) {
+    if (is_f64(x))
         affine_f64((const double *)x->data + off, (double *)y->data + off, n, mean, a, b);
-        return;
-    }
-#if defined(__x86_64__)
-    if (ld_fast_level_active() == LD_FAST_AVX2) {
-        affine_f32_avx2((const float *)x->data + off, (float *)y->data + off, n, mean, a, b);
-        return;
-    }
-#endif
-    affine_f32((const float *)x->data + off, (float *)y->data + off, n, mean, a, b);
+    else
+        affine_f32((const float *)x->data + off, (float *)y->data + off, n, mean, a, b);
 }
 
 static ld_status check_count(ld_kernel_ctx *ctx, int i, const char *name, int64_t want)
