@@ -568,50 +568,6 @@ static void test_data_movement_and_untouched(void **state)
     ld_graph_destroy(g);
 }
 
-/* A Constant is folded (exec.c's foldable_constant: never an emulated
- * layer, so the hooks are not called for it): observers still see it with
- * counters present (zero) and its own float32 values, and the layer that
- * reads it rounds it, with the same counts every run (cached). */
-static void test_constant_folded(void **state)
-{
-    (void)state;
-    Onnx__ModelProto *m = ob_model();
-    int64_t n = 4;
-    ob_input(m->graph, "x", FLOAT, 1, &n);
-    Onnx__NodeProto *k = ob_node(m->graph, "Constant", "k", "", "c");
-    Onnx__AttributeProto *a = ob_attr(k, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
-    a->t = ob_tensor("", FLOAT, 1, &n);
-    const float cv[4] = {1.0001f, 70000.0f, 1e-8f, 2.5f};
-    ob_set_raw(a->t, cv, sizeof cv);
-    ob_node(m->graph, "Add", "add", "x,c", "y");
-    ob_output(m->graph, "y", FLOAT);
-    ld_graph *g = ob_load_ok(m);
-    ld_tensor *x = f32_tensor("x", 1, &n, (float[]){1, 1, 1, 1});
-    ld_engine_config cfg;
-    ld_engine_config_init(&cfg);
-    cfg.fp16 = true;
-    for (int runs = 1; runs <= 3; runs += 2) {
-        emt_capture cap = {0};
-        emt_run(g, &cfg, &x, &cap, runs, 2, true);
-        const emt_event *c = emt_find(&cap, "c");
-        expect_values(c, LD_DTYPE_FLOAT32, cv, 4);
-        assert_int_equal(c->precision, LD_PRECISION_FP32);
-        ld_layer_counters want = {.present = true};
-        expect_counters(c, &want);
-        /* c rounded to fp16 as Add's input: 1.0, inf (70000 overflows), 0 (1e-8
-         * underflows), 2.5; the infinity is not the Add's own overflow */
-        const float y[4] = {2.0f, INFINITY, 1.0f, 3.5f};
-        const emt_event *e = emt_find(&cap, "y");
-        expect_values(e, LD_DTYPE_FLOAT32, y, 4);
-        want = (ld_layer_counters){.present = true, .overflows = 1, .underflows = 1};
-        expect_counters(e, &want);
-        emt_capture_free(&cap);
-    }
-    ld_engine_config_clear(&cfg);
-    ld_tensor_destroy(x);
-    ld_graph_destroy(g);
-}
-
 /* --- the vtable ------------------------------------------------------------------------ */
 
 static void test_backend_vtable(void **state)
@@ -802,7 +758,6 @@ int main(void)
         T(test_fp32_islands),
         T(test_tf32),
         T(test_data_movement_and_untouched),
-        T(test_constant_folded),
         T(test_backend_vtable),
         T(test_counted_rounding),
     };
