@@ -310,6 +310,13 @@ static ld_status emu_observe(void *user, const ld_tensor_event *ev, ld_error *er
 {
     ld_emu_observe_wrap *w = user;
     const ld_emu_value *vs = &w->b->values[ev->value];
+    if (ev->node && !ev->counters.present) {
+        /* a folded Constant (exec.c's foldable_constant): after_compute,
+         * not called for it, would have marked its counters present */
+        ld_tensor_event copy = *ev;
+        copy.counters.present = true;
+        return w->inner(w->user, &copy, err);
+    }
     if (!ev->node || vs->show_as == LD_DTYPE_UNDEFINED || ev->tensor->dtype != LD_DTYPE_FLOAT32)
         return w->inner(w->user, ev, err);
     ld_tensor *shown = NULL;

@@ -7,7 +7,9 @@
  * memory stays near the largest live set. Buffers are recycled through a
  * pool because first-touching fresh pages is slow on these machines. A
  * Constant node with a tensor value is folded when there are no compute
- * hooks: runs show its attribute's tensor (borrowed) instead of a copy.
+ * hooks, or its layer numerics are fp32 with no output type (the hooks are
+ * then not called for it): runs show its attribute's tensor (borrowed)
+ * instead of a copy.
  * exec.c holds create/destroy and computing a node, exec_step.c the run.
  *
  * Backends differ only through hooks: the reference computes float16 and

@@ -16,7 +16,9 @@
  *  - Add, Sub, Mul and Div rounding float16 in their loop
  *    (round_fp16_inline, elementwise_round.h) at every level this CPU runs:
  *    the values are the hook's, and every element whose rounding counts
- *    anything still reaches the hook unrounded. */
+ *    anything still reaches the hook unrounded;
+ *  - a folded Constant: observed with counters present, rounded by the layer
+ *    that reads it with the same counts every run. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -519,11 +521,61 @@ static void test_fused_run_equals_pass(void **state)
     ld_ew_round_force_level(-1);
 }
 
+/* --- a folded Constant ------------------------------------------------------------------ */
+
+/* A Constant is folded (exec.c's foldable_constant; never an emulated layer,
+ * so the hooks are not called for it): observers see it with its float32
+ * values and counters present (zero); Add rounds it (1.0, inf: 70000
+ * overflows, 0: 1e-8 underflows, 2.5) with the same counts every run. */
+static void test_constant_folded(void **state)
+{
+    (void)state;
+    Onnx__ModelProto *m = ob_model();
+    int64_t n = 4;
+    ob_input(m->graph, "x", FLOAT, 1, &n);
+    Onnx__NodeProto *k = ob_node(m->graph, "Constant", "k", "", "c");
+    Onnx__AttributeProto *a = ob_attr(k, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+    a->t = ob_tensor("", FLOAT, 1, &n);
+    const float cv[4] = {1.0001f, 70000.0f, 1e-8f, 2.5f}, y[4] = {2.0f, INFINITY, 1.0f, 3.5f};
+    ob_set_raw(a->t, cv, sizeof cv);
+    ob_node(m->graph, "Add", "add", "x,c", "y");
+    ob_output(m->graph, "y", FLOAT);
+    ld_graph *g = ob_load_ok(m);
+    ld_tensor *x = make_tensor("x", 1, &n);
+    for (int i = 0; i < 4; i++)
+        ((float *)x->data)[i] = 1.0f;
+    ld_engine_config cfg;
+    ld_engine_config_init(&cfg);
+    cfg.fp16 = true;
+    for (int runs = 1; runs <= 3; runs += 2) {
+        emt_capture cap = {0};
+        emt_run(g, &cfg, &x, &cap, runs, 2, true);
+        const emt_event *c = emt_find(&cap, "c"), *e = emt_find(&cap, "y");
+        assert_int_equal(c->t->dtype, LD_DTYPE_FLOAT32);
+        assert_int_equal(e->t->dtype, LD_DTYPE_FLOAT32);
+        for (int i = 0; i < 4; i++) {
+            assert_int_equal(emt_bits(((const float *)c->t->data)[i]), emt_bits(cv[i]));
+            assert_int_equal(emt_bits(((const float *)e->t->data)[i]), emt_bits(y[i]));
+        }
+        assert_int_equal(c->precision, LD_PRECISION_FP32);
+        assert_true(c->counters.present && e->counters.present);
+        assert_int_equal(c->counters.overflows + c->counters.underflows, 0);
+        assert_int_equal(e->counters.overflows, 1);
+        assert_int_equal(e->counters.underflows, 1);
+        assert_int_equal(e->counters.subnormals + e->counters.nans_created, 0);
+        emt_capture_free(&cap);
+    }
+    ld_engine_config_clear(&cfg);
+    ld_tensor_destroy(x);
+    ld_graph_destroy(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         T(test_drivers_round_every_element_once),
         T(test_arith_rounds_inline),
+        T(test_constant_folded),
         T(test_round_block_equals_counted),
         T(test_fused_run_equals_pass),
     };

@@ -710,17 +710,29 @@ static ld_status catch_constant(void *user, const ld_tensor_event *ev, ld_error 
     return LD_OK;
 }
 
+/* Counts the nodes it is called for (user: an int). */
 static ld_status after_nothing(void *user, ld_kernel_ctx *ctx, ld_tensor **outputs,
                                ld_layer_counters *counters, ld_error *err)
 {
-    (void)user, (void)ctx, (void)outputs, (void)counters, (void)err;
+    (void)ctx, (void)outputs, (void)counters, (void)err;
+    ++*(int *)user;
+    return LD_OK;
+}
+
+/* Every layer in fp16 (a Constant too), as a hook that rounds everything. */
+static ld_status all_fp16(void *user, const ld_node *node, ld_layer_numerics *out, ld_error *err)
+{
+    (void)user, (void)node, (void)err;
+    out->precision = LD_PRECISION_FP16;
     return LD_OK;
 }
 
 /* c = Constant(value = [10, 20, 30, 40]); y = x + c. Without hooks every
  * run shows the attribute's own data as c (folded: never copied) and
- * ld_exec_run_node_on gets a copy; with hooks the kernel computes c into a
- * buffer of its own. */
+ * ld_exec_run_node_on gets a copy; with hooks too when c's layer numerics
+ * are fp32 without output type (the hooks are not called for c); with
+ * hooks that give c another precision, the kernel computes c into a buffer
+ * of its own. */
 static void test_constant_is_folded(void **state)
 {
     (void)state;
@@ -754,12 +766,22 @@ static void test_constant_is_folded(void **state)
     assert_int_equal(ld_exec_run_node_on(e, 0, NULL, catch_constant, &copy, &err), LD_OK);
     assert_true(copy && copy != attr_data);
     ld_exec_destroy(e);
-    ld_exec_hooks hooks = {.after_compute = after_nothing};
+    int calls = 0;
+    ld_exec_hooks hooks = {.user = &calls, .after_compute = after_nothing};
     ld_exec_config cfg = {.threads = 1, .hooks = &hooks};
+    assert_int_equal(ld_exec_create(&e, g, &cfg, &err), LD_OK);
+    const void *folded = NULL;
+    assert_int_equal(ld_exec_run(e, in, catch_constant, &folded, &err), LD_OK);
+    assert_ptr_equal(folded, attr_data);
+    assert_int_equal(calls, 1); /* the Add only */
+    ld_exec_destroy(e);
+    hooks.layer_numerics = all_fp16;
+    calls = 0;
     assert_int_equal(ld_exec_create(&e, g, &cfg, &err), LD_OK);
     const void *computed = NULL;
     assert_int_equal(ld_exec_run(e, in, catch_constant, &computed, &err), LD_OK);
     assert_true(computed && computed != attr_data);
+    assert_int_equal(calls, 2);
     free(r);
     ld_tensor_destroy(x);
     ld_exec_destroy(e);

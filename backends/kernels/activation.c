@@ -9,6 +9,7 @@
  * max/min/clamp (Relu, HardSigmoid, Clip), as numpy's maximum does. */
 #include <float.h>
 
+#include "backends/kernels/activation_round.h"
 #include "backends/kernels/elementwise.h"
 #include "backends/kernels/kernels.h"
 
@@ -30,7 +31,19 @@
 EW_FLOATS(RELU_FN)
 EW_SIGNED_INTS(RELU_FN)
 static const ld_ew_map_table relu_table = {EW_FLOATS(RELU_ENTRY) EW_SIGNED_INTS(RELU_ENTRY)};
-EW_UNARY_KERNEL(relu, LD_DTYPE_UNDEFINED)
+static ld_status relu_infer(ld_kernel_ctx *ctx, ld_output_desc *outs)
+{
+    return ld_ew_unary_infer(ctx, outs, relu_table, LD_DTYPE_UNDEFINED);
+}
+/* float32 for an emulated --fp16 layer: clamped to [0, +inf] (relu_f32's
+ * values) and rounded to float16 in the same loop (activation_round.h). */
+static ld_status relu_compute(ld_kernel_ctx *ctx)
+{
+    if (ctx->inputs[0]->dtype == LD_DTYPE_FLOAT32 &&
+        ld_act_clamp_fp16(ctx, ctx->inputs[0], 0.0f, INFINITY, relu_f32, NULL))
+        return LD_OK;
+    return ld_ew_unary_compute(ctx, relu_table);
+}
 
 ACT_FLOAT(leakyrelu, x < 0 ? p->alpha * x : x, x < 0 ? (double)p->alpha * x : x)
 ACT_FLOAT(thresholdedrelu, x > p->alpha ? x : 0.0f, x > (double)p->alpha ? x : 0.0)
@@ -304,9 +317,14 @@ static ld_status clip_compute(ld_kernel_ctx *ctx)
     ld_status st = ld_ew_pick_map(ctx, clip_table, ctx->inputs[0]->dtype, &fn);
     if (st == LD_OK)
         st = clip_bounds_get(ctx, &b);
-    if (st == LD_OK)
-        ld_ew_map_output(ctx, ctx->inputs[0], fn, &b);
-    return st;
+    if (st != LD_OK)
+        return st;
+    /* float32 for an emulated --fp16 layer: rounded in the clamping loop */
+    if (ctx->inputs[0]->dtype == LD_DTYPE_FLOAT32 &&
+        ld_act_clamp_fp16(ctx, ctx->inputs[0], b.f32[0], b.f32[1], fn, &b))
+        return LD_OK;
+    ld_ew_map_output(ctx, ctx->inputs[0], fn, &b);
+    return LD_OK;
 }
 
 /* --- Dropout (inference): y = x, mask all ones ---------------------------------------
