@@ -10,8 +10,10 @@
  *  - no mask registers: compares give lane masks, counted by subtracting
  *    them from per-lane counters (reduced once per block) or by movemask
  *    and popcount;
- *  - no compress: the kept pairs are gathered by vpermps with indices looked
- *    up by the 8-bit mask (keep_index, pack4);
+ *  - no compress: the kept elements' byte indices are looked up by the 8-bit
+ *    mask (keep_index) and their pairs copied by scalar code; the kept
+ *    errors (expand_n) are gathered by vpermps with indices looked up the
+ *    same way (pack4);
  *  - no embedded rounding: the verdict's float32 screen (screen_failures)
  *    rounds to nearest and compares with >=, proven below to flag every
  *    failing element as the AVX-512 kernel's rounded-down bound does;
@@ -82,9 +84,9 @@ TARGET static INLINE __m256i keys8(__m256d lo, __m256d hi)
         _mm256_shuffle_ps(_mm256_castpd_ps(lo), _mm256_castpd_ps(hi), _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-/* keep_index[m]: the byte indices (vpmovzxbd, vpermps) that gather the
- * elements of key-order mask m (keys8) to the front, in element order: one
- * load in the pass (a chain of pdep, multiply and pext was slower). Filled
+/* keep_index[m]: the indices (bytes, lane 0 first) of the elements of
+ * key-order mask m (keys8), in element order; the other bytes 0: one load
+ * in the pass (a chain of pdep, multiply and pext was slower). Filled
  * at load time (a constructor: no race between threads comparing at once). */
 static uint64_t keep_index[256];
 
@@ -100,10 +102,6 @@ __attribute__((constructor)) static void keep_index_init(void)
     }
 }
 
-TARGET static INLINE __m256i keep_lanes(unsigned key_mask)
-{
-    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&keep_index[key_mask]));
-}
 
 /* The narrow keys of a measure (qsel_key_of) before saturation. */
 typedef struct narrow_map {
@@ -254,7 +252,7 @@ TARGET static INLINE uint32_t reduce_min_epu32(__m256i v)
  * accumulators, its constants and the interval counters kept about a third
  * of its instructions busy spilling and reloading them. The chunk stays in
  * L1 between the loops; the keys go through a small buffer. */
-enum { CHUNK = 512 };
+enum { CHUNK = 512, KEEP_RUN = 256 };
 _Static_assert(CMP_BLOCK % CHUNK == 0 && CHUNK % 16 == 0, "chunks of whole steps");
 
 /* The loops' constants, read from memory in every step (opaque): with them
@@ -378,15 +376,37 @@ TARGET static INLINE err4 errors_step(const loop_consts *kc, const float *r, con
     return e;
 }
 
-TARGET static INLINE __m256i narrow_kc(__m256i bias, __m128i shift, __m256i one, __m256i key)
+/* ((key - 1) >> shift) - bias; folded (fold_ok), (key - (1 + (bias << shift)))
+ * >> shift, one instruction fewer: the same integer, floor((key - 1) / 2^shift)
+ * - bias, when no subtraction wraps. */
+TARGET static INLINE __m256i narrow_kc(__m256i bias, __m128i shift, __m256i one, __m256i key,
+                                       const bool folded)
 {
+    if (folded)
+        return _mm256_sra_epi32(_mm256_sub_epi32(key, bias), shift);
     return _mm256_sub_epi32(_mm256_sra_epi32(_mm256_sub_epi32(key, one), shift), bias);
+}
+
+/* Whether a narrow map can be folded: the keys of finite errors lie in
+ * 0..0x7FEFFFFF (below +inf's), so key - (1 + B), B = bias << shift, stays
+ * inside int32 for every key when -0x100000 <= B <= INT32_MAX - 1 (both
+ * bounds with room to spare: 0x7FEFFFFF - 1 + 0x100000 < 2^31). Outside
+ * (intervals of errors near the ends of the double range) the kernel
+ * narrows unfolded. */
+bool cmp_avx2_unfolded = false;
+
+static bool fold_ok(const qsel *q)
+{
+    if (cmp_avx2_unfolded)
+        return false;
+    int64_t b = (int64_t)q->bias * ((int64_t)1 << q->shift);
+    return q->shift >= 0 && q->shift < 31 && b >= -0x100000 && b <= INT32_MAX - 1;
 }
 
 TARGET static INLINE void loop_errors(const loop_consts *kc, const float *r, const float *t,
                                       int n, err_state *st, double *const out[CMP_MEASURES],
                                       __m256i *keys, const bool store, const bool feed,
-                                      const bool low)
+                                      const bool low, const bool folded)
 {
     err_state s = *st;
     for (int i = 0; i < n; i += 8) {
@@ -412,8 +432,10 @@ TARGET static INLINE void loop_errors(const loop_consts *kc, const float *r, con
         }
         if (feed) {
             /* abs and rel narrow keys side by side, saturated to 16 bits */
-            __m256i ka = narrow_kc(kc->bias_abs, kc->shift_abs, kc->one, keys8(lo.abs, hi.abs));
-            __m256i kr = narrow_kc(kc->bias_rel, kc->shift_rel, kc->one, keys8(lo.rel, hi.rel));
+            __m256i ka = narrow_kc(kc->bias_abs, kc->shift_abs, kc->one, keys8(lo.abs, hi.abs),
+                                   folded);
+            __m256i kr = narrow_kc(kc->bias_rel, kc->shift_rel, kc->one, keys8(lo.rel, hi.rel),
+                                   folded);
             _mm256_storeu_si256(keys + (unsigned)i / 4, _mm256_packs_epi32(ka, kr));
             _mm256_storeu_si256(keys + (unsigned)i / 4 + 1, keys8(lo.ulp, hi.ulp));
         }
@@ -440,17 +462,36 @@ TARGET static INLINE void loop_intervals(const float *r, const float *t, int n,
     for (int v = 0; v < nu; v++)
         ge_u[v] = st->ge_u[v];
     float *kept_r = st->kept_r, *kept_t = st->kept_t;
-    for (int i = 0; i < n; i += 8) {
-        unsigned in = 0;
-        if (nv > 0)
-            in |= intervals_both(lo2, hi2, nv, _mm256_loadu_si256(keys + (unsigned)i / 4), ge2);
-        if (nu > 0)
-            in |= intervals32(lo_u, hi_u, nu, _mm256_loadu_si256(keys + (unsigned)i / 4 + 1), ge_u);
-        __m256i idx = keep_lanes(in);
-        _mm256_storeu_ps(kept_r, _mm256_permutevar8x32_ps(_mm256_loadu_ps(r + i), idx));
-        _mm256_storeu_ps(kept_t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(t + i), idx));
-        kept_r += __builtin_popcount(in);
-        kept_t += __builtin_popcount(in);
+    /* the kept elements' indices (one byte each, within a run of 256), then
+       their pairs copied by scalar code: a vector gather per 8 elements
+       (an index load, two vpermps and two stores) took vector instructions
+       from the tests, and only about 7% of the elements are kept */
+    _Static_assert(KEEP_RUN % 8 == 0 && KEEP_RUN <= 256, "byte indices within a run");
+    uint8_t kept_at[KEEP_RUN + 8];
+    for (int run = 0; run < n; run += KEEP_RUN) {
+        int end = n - run < KEEP_RUN ? n : run + KEEP_RUN;
+        unsigned kept = 0;
+        for (int i = run; i < end; i += 8) {
+            unsigned in = 0;
+            if (nv > 0)
+                in |= intervals_both(lo2, hi2, nv, _mm256_loadu_si256(keys + (unsigned)i / 4),
+                                     ge2);
+            if (nu > 0)
+                in |= intervals32(lo_u, hi_u, nu, _mm256_loadu_si256(keys + (unsigned)i / 4 + 1),
+                                  ge_u);
+            /* keep_index's lanes (0..7, the unused bytes 0) plus the step's
+               place in the run: no byte carries into the next */
+            uint64_t at = keep_index[in] + (uint64_t)(i - run) * 0x0101010101010101ull;
+            memcpy(kept_at + kept, &at, sizeof at);
+            kept += (unsigned)__builtin_popcount(in);
+        }
+        const float *rr = r + run, *tt = t + run;
+        for (unsigned k = 0; k < kept; k++) {
+            kept_r[k] = rr[kept_at[k]];
+            kept_t[k] = tt[kept_at[k]];
+        }
+        kept_r += kept;
+        kept_t += kept;
     }
     for (int v = 0; v < nv; v++)
         st->ge2[v] = ge2[v];
@@ -487,9 +528,15 @@ TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
         .exp_field = u.exp_field, .emin = u.emin, .base = u.base,
         .one = _mm256_set1_epi32(1),
     };
+    /* the narrow maps folded into one subtraction where that cannot wrap */
+    const bool folded = feed && fold_ok(&A->q[CMP_ABS]) && fold_ok(&A->q[CMP_REL]);
     if (feed) {
-        kc.bias_abs = _mm256_set1_epi32(A->q[CMP_ABS].bias);
-        kc.bias_rel = _mm256_set1_epi32(A->q[CMP_REL].bias);
+        kc.bias_abs = _mm256_set1_epi32(
+            folded ? (int32_t)(1 + (int64_t)A->q[CMP_ABS].bias * ((int64_t)1 << A->q[CMP_ABS].shift))
+                   : A->q[CMP_ABS].bias);
+        kc.bias_rel = _mm256_set1_epi32(
+            folded ? (int32_t)(1 + (int64_t)A->q[CMP_REL].bias * ((int64_t)1 << A->q[CMP_REL].shift))
+                   : A->q[CMP_REL].bias);
         kc.shift_abs = _mm_cvtsi32_si128(A->q[CMP_ABS].shift);
         kc.shift_rel = _mm_cvtsi32_si128(A->q[CMP_REL].shift);
     }
@@ -527,10 +574,15 @@ TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
            |t| so far in the block, from loop_sides, says so): then the
            relative error's denominator needs no test for 0 and the ulp
            exponent no clamp (errors_step) */
-        if (reduce_min_epu32(ss.min_abs) >= low_bits)
-            loop_errors(kcp, r, t, n, &es, out, keys, store, feed, false);
+        bool low = reduce_min_epu32(ss.min_abs) < low_bits;
+        if (!low && folded)
+            loop_errors(kcp, r, t, n, &es, out, keys, store, feed, false, true);
+        else if (!low)
+            loop_errors(kcp, r, t, n, &es, out, keys, store, feed, false, false);
+        else if (folded)
+            loop_errors(kcp, r, t, n, &es, out, keys, store, feed, true, true);
         else
-            loop_errors(kcp, r, t, n, &es, out, keys, store, feed, true);
+            loop_errors(kcp, r, t, n, &es, out, keys, store, feed, true, false);
         if (feed)
             loop_intervals(r, t, n, keys, lo2, hi2, lo_u, hi_u, &is, nv, nu);
     }

@@ -265,6 +265,11 @@ typedef struct cmp_fast_ops {
 extern const cmp_fast_ops cmp_fast_avx512_ops; /* metrics_fast_avx512.c */
 extern const cmp_fast_ops cmp_fast_avx2_ops;   /* metrics_fast_avx2.c */
 
+/* Tests: the AVX2 kernel narrows the abs and rel keys unfolded even where
+ * the folded form is exact (metrics_fast_avx2.c, fold_ok), so that both
+ * forms are compared with qsel_key_of. */
+extern bool cmp_avx2_unfolded;
+
 /* A float32 no larger than x(1 - 2^-21) (x >= 0; FLT_MAX for anything
  * above it): the bounds the kernels screen the verdict with. */
 float cmp_screen_bound(double x);
