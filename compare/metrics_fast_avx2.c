@@ -10,8 +10,10 @@
  *  - no mask registers: compares give lane masks, counted by subtracting
  *    them from per-lane counters (reduced once per block) or by movemask
  *    and popcount;
- *  - no compress: the kept pairs are gathered by vpermps with indices looked
- *    up by the 8-bit mask (keep_index, pack4);
+ *  - no compress: the kept elements' byte indices are looked up by the 8-bit
+ *    mask (keep_index) and their pairs copied by scalar code; the kept
+ *    errors (expand_n) are gathered by vpermps with indices looked up the
+ *    same way (pack4);
  *  - no embedded rounding: the verdict's float32 screen (screen_failures)
  *    rounds to nearest and compares with >=, proven below to flag every
  *    failing element as the AVX-512 kernel's rounded-down bound does;
@@ -27,64 +29,13 @@
 #include <math.h>
 #include <string.h>
 
+#include "compare/metrics_fast_avx2.h"
 #include "compare/metrics_internal.h"
 
-#define TARGET __attribute__((target("avx2,fma,f16c,bmi,bmi2,popcnt")))
-#define INLINE inline __attribute__((always_inline))
 
-/* Key lane j of keys8 holds element KEY_ORDER[j] (vshufps works within
- * 128-bit halves): 0, 1, 4, 5, 2, 3, 6, 7 — swapping 2, 3 with 4, 5. */
-static inline unsigned elem_order(unsigned key_mask)
-{
-    return (key_mask & 0xC3u) | ((key_mask >> 2) & 0x0Cu) | ((key_mask << 2) & 0x30u);
-}
-
-/* 1/ulp_p(r) = 2^(digits - 1 - max(e(r), emin)): the base minus the larger
- * exponent field, the fields compared as doubles (a power of two or 0). */
-typedef struct ulp_consts {
-    __m256d exp_field, emin;
-    __m256i base;
-} ulp_consts;
-
-TARGET static INLINE ulp_consts ulp_setup(const cmp_params *p)
-{
-    ulp_consts u = {
-        .exp_field = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7ff0000000000000ll)),
-        .emin = _mm256_castsi256_pd(
-            _mm256_set1_epi64x((int64_t)((uint64_t)(1023 + p->ulp_emin) << 52))),
-        .base = _mm256_set1_epi64x((int64_t)((uint64_t)(2 * 1023 + p->ulp_digits - 1) << 52)),
-    };
-    return u;
-}
-
-TARGET static INLINE __m256d ulp_error(const ulp_consts *u, __m256d rd, __m256d a)
-{
-    __m256d e = _mm256_max_pd(_mm256_and_pd(rd, u->exp_field), u->emin);
-    __m256i scale = _mm256_sub_epi64(u->base, _mm256_castpd_si256(e));
-    return _mm256_mul_pd(a, _mm256_castsi256_pd(scale)); /* exact: a power of two */
-}
-
-TARGET static INLINE __m256d rel_error(__m256d a, __m256d ar)
-{
-    __m256d r_zero = _mm256_cmp_pd(ar, _mm256_setzero_pd(), _CMP_EQ_OQ);
-    return _mm256_div_pd(a, _mm256_blendv_pd(ar, _mm256_set1_pd(LD_COMPARE_REL_EPSILON), r_zero));
-}
-
-TARGET static INLINE __m256d abs_pd(__m256d x)
-{
-    return _mm256_andnot_pd(_mm256_set1_pd(-0.0), x);
-}
-
-/* The keys of 8 errors (elements 0-3 in lo, 4-7 in hi), in KEY_ORDER. */
-TARGET static INLINE __m256i keys8(__m256d lo, __m256d hi)
-{
-    return _mm256_castps_si256(
-        _mm256_shuffle_ps(_mm256_castpd_ps(lo), _mm256_castpd_ps(hi), _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-/* keep_index[m]: the byte indices (vpmovzxbd, vpermps) that gather the
- * elements of key-order mask m (keys8) to the front, in element order: one
- * load in the pass (a chain of pdep, multiply and pext was slower). Filled
+/* keep_index[m]: the indices (bytes, lane 0 first) of the elements of
+ * key-order mask m (keys8), in element order; the other bytes 0: one load
+ * in the pass (a chain of pdep, multiply and pext was slower). Filled
  * at load time (a constructor: no race between threads comparing at once). */
 static uint64_t keep_index[256];
 
@@ -100,35 +51,6 @@ __attribute__((constructor)) static void keep_index_init(void)
     }
 }
 
-TARGET static INLINE __m256i keep_lanes(unsigned key_mask)
-{
-    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&keep_index[key_mask]));
-}
-
-/* The narrow keys of a measure (qsel_key_of) before saturation. */
-typedef struct narrow_map {
-    __m256i bias;
-    __m128i shift;
-} narrow_map;
-
-TARGET static INLINE narrow_map narrow_setup(const qsel *q)
-{
-    narrow_map m = {_mm256_set1_epi32(q->bias), _mm_cvtsi32_si128(q->shift)};
-    return m;
-}
-
-TARGET static INLINE __m256i narrow_unclamped(const narrow_map *m, __m256i key)
-{
-    key = _mm256_sra_epi32(_mm256_sub_epi32(key, _mm256_set1_epi32(1)), m->shift);
-    return _mm256_sub_epi32(key, m->bias);
-}
-
-TARGET static INLINE __m256i narrow32(const narrow_map *m, __m256i key)
-{
-    return _mm256_min_epi32(_mm256_max_epi32(narrow_unclamped(m, key),
-                                             _mm256_set1_epi32(INT16_MIN)),
-                            _mm256_set1_epi32(INT16_MAX));
-}
 
 /* A vector of 16-bit bounds laid out like loop_errors' abs and rel keys. */
 TARGET static INLINE __m256i bounds_both(int32_t abs_bound, int32_t rel_bound)
@@ -206,14 +128,6 @@ TARGET static INLINE int64_t sum_epi16(__m256i v)
     return _mm_cvtsi128_si32(x);
 }
 
-TARGET static INLINE int64_t sum_epi32(__m256i v)
-{
-    __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, _MM_SHUFFLE(1, 0, 3, 2)));
-    x = _mm_add_epi32(x, _mm_shuffle_epi32(x, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(x);
-}
-
 TARGET static INLINE double reduce_add(__m256d v)
 {
     __m128d x = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
@@ -254,7 +168,7 @@ TARGET static INLINE uint32_t reduce_min_epu32(__m256i v)
  * accumulators, its constants and the interval counters kept about a third
  * of its instructions busy spilling and reloading them. The chunk stays in
  * L1 between the loops; the keys go through a small buffer. */
-enum { CHUNK = 512 };
+enum { CHUNK = 512, KEEP_RUN = 256 };
 _Static_assert(CMP_BLOCK % CHUNK == 0 && CHUNK % 16 == 0, "chunks of whole steps");
 
 /* The loops' constants, read from memory in every step (opaque): with them
@@ -349,12 +263,6 @@ typedef struct err_state {
     __m256d abs, rel, ulp, dd, max_abs, max_rel, max_ulp;
 } err_state;
 
-/* 4 elements' errors, as expand_errors and find_first compute them
- * (rel_error, ulp_error) but with the constants from kc (loop_consts). */
-typedef struct err4 {
-    __m256d diff, abs, rel, ulp;
-} err4;
-
 TARGET static INLINE err4 errors_step(const loop_consts *kc, const float *r, const float *t,
                                       const bool low)
 {
@@ -378,15 +286,37 @@ TARGET static INLINE err4 errors_step(const loop_consts *kc, const float *r, con
     return e;
 }
 
-TARGET static INLINE __m256i narrow_kc(__m256i bias, __m128i shift, __m256i one, __m256i key)
+/* ((key - 1) >> shift) - bias; folded (fold_ok), (key - (1 + (bias << shift)))
+ * >> shift, one instruction fewer: the same integer, floor((key - 1) / 2^shift)
+ * - bias, when no subtraction wraps. */
+TARGET static INLINE __m256i narrow_kc(__m256i bias, __m128i shift, __m256i one, __m256i key,
+                                       const bool folded)
 {
+    if (folded)
+        return _mm256_sra_epi32(_mm256_sub_epi32(key, bias), shift);
     return _mm256_sub_epi32(_mm256_sra_epi32(_mm256_sub_epi32(key, one), shift), bias);
+}
+
+/* Whether a narrow map can be folded: the keys of finite errors lie in
+ * 0..0x7FEFFFFF (below +inf's), so key - (1 + B), B = bias << shift, stays
+ * inside int32 for every key when -0x100000 <= B <= INT32_MAX - 1 (both
+ * bounds with room to spare: 0x7FEFFFFF - 1 + 0x100000 < 2^31). Outside
+ * (intervals of errors near the ends of the double range) the kernel
+ * narrows unfolded. */
+bool cmp_avx2_unfolded = false;
+
+static bool fold_ok(const qsel *q)
+{
+    if (cmp_avx2_unfolded)
+        return false;
+    int64_t b = (int64_t)q->bias * ((int64_t)1 << q->shift);
+    return q->shift >= 0 && q->shift < 31 && b >= -0x100000 && b <= INT32_MAX - 1;
 }
 
 TARGET static INLINE void loop_errors(const loop_consts *kc, const float *r, const float *t,
                                       int n, err_state *st, double *const out[CMP_MEASURES],
                                       __m256i *keys, const bool store, const bool feed,
-                                      const bool low)
+                                      const bool low, const bool folded)
 {
     err_state s = *st;
     for (int i = 0; i < n; i += 8) {
@@ -412,8 +342,10 @@ TARGET static INLINE void loop_errors(const loop_consts *kc, const float *r, con
         }
         if (feed) {
             /* abs and rel narrow keys side by side, saturated to 16 bits */
-            __m256i ka = narrow_kc(kc->bias_abs, kc->shift_abs, kc->one, keys8(lo.abs, hi.abs));
-            __m256i kr = narrow_kc(kc->bias_rel, kc->shift_rel, kc->one, keys8(lo.rel, hi.rel));
+            __m256i ka = narrow_kc(kc->bias_abs, kc->shift_abs, kc->one, keys8(lo.abs, hi.abs),
+                                   folded);
+            __m256i kr = narrow_kc(kc->bias_rel, kc->shift_rel, kc->one, keys8(lo.rel, hi.rel),
+                                   folded);
             _mm256_storeu_si256(keys + (unsigned)i / 4, _mm256_packs_epi32(ka, kr));
             _mm256_storeu_si256(keys + (unsigned)i / 4 + 1, keys8(lo.ulp, hi.ulp));
         }
@@ -440,17 +372,36 @@ TARGET static INLINE void loop_intervals(const float *r, const float *t, int n,
     for (int v = 0; v < nu; v++)
         ge_u[v] = st->ge_u[v];
     float *kept_r = st->kept_r, *kept_t = st->kept_t;
-    for (int i = 0; i < n; i += 8) {
-        unsigned in = 0;
-        if (nv > 0)
-            in |= intervals_both(lo2, hi2, nv, _mm256_loadu_si256(keys + (unsigned)i / 4), ge2);
-        if (nu > 0)
-            in |= intervals32(lo_u, hi_u, nu, _mm256_loadu_si256(keys + (unsigned)i / 4 + 1), ge_u);
-        __m256i idx = keep_lanes(in);
-        _mm256_storeu_ps(kept_r, _mm256_permutevar8x32_ps(_mm256_loadu_ps(r + i), idx));
-        _mm256_storeu_ps(kept_t, _mm256_permutevar8x32_ps(_mm256_loadu_ps(t + i), idx));
-        kept_r += __builtin_popcount(in);
-        kept_t += __builtin_popcount(in);
+    /* the kept elements' indices (one byte each, within a run of 256), then
+       their pairs copied by scalar code: a vector gather per 8 elements
+       (an index load, two vpermps and two stores) took vector instructions
+       from the tests, and only about 7% of the elements are kept */
+    _Static_assert(KEEP_RUN % 8 == 0 && KEEP_RUN <= 256, "byte indices within a run");
+    uint8_t kept_at[KEEP_RUN + 8];
+    for (int run = 0; run < n; run += KEEP_RUN) {
+        int end = n - run < KEEP_RUN ? n : run + KEEP_RUN;
+        unsigned kept = 0;
+        for (int i = run; i < end; i += 8) {
+            unsigned in = 0;
+            if (nv > 0)
+                in |= intervals_both(lo2, hi2, nv, _mm256_loadu_si256(keys + (unsigned)i / 4),
+                                     ge2);
+            if (nu > 0)
+                in |= intervals32(lo_u, hi_u, nu, _mm256_loadu_si256(keys + (unsigned)i / 4 + 1),
+                                  ge_u);
+            /* keep_index's lanes (0..7, the unused bytes 0) plus the step's
+               place in the run: no byte carries into the next */
+            uint64_t at = keep_index[in] + (uint64_t)(i - run) * 0x0101010101010101ull;
+            memcpy(kept_at + kept, &at, sizeof at);
+            kept += (unsigned)__builtin_popcount(in);
+        }
+        const float *rr = r + run, *tt = t + run;
+        for (unsigned k = 0; k < kept; k++) {
+            kept_r[k] = rr[kept_at[k]];
+            kept_t[k] = tt[kept_at[k]];
+        }
+        kept_r += kept;
+        kept_t += kept;
     }
     for (int v = 0; v < nv; v++)
         st->ge2[v] = ge2[v];
@@ -487,9 +438,15 @@ TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
         .exp_field = u.exp_field, .emin = u.emin, .base = u.base,
         .one = _mm256_set1_epi32(1),
     };
+    /* the narrow maps folded into one subtraction where that cannot wrap */
+    const bool folded = feed && fold_ok(&A->q[CMP_ABS]) && fold_ok(&A->q[CMP_REL]);
     if (feed) {
-        kc.bias_abs = _mm256_set1_epi32(A->q[CMP_ABS].bias);
-        kc.bias_rel = _mm256_set1_epi32(A->q[CMP_REL].bias);
+        kc.bias_abs = _mm256_set1_epi32(
+            folded ? (int32_t)(1 + (int64_t)A->q[CMP_ABS].bias * ((int64_t)1 << A->q[CMP_ABS].shift))
+                   : A->q[CMP_ABS].bias);
+        kc.bias_rel = _mm256_set1_epi32(
+            folded ? (int32_t)(1 + (int64_t)A->q[CMP_REL].bias * ((int64_t)1 << A->q[CMP_REL].shift))
+                   : A->q[CMP_REL].bias);
         kc.shift_abs = _mm_cvtsi32_si128(A->q[CMP_ABS].shift);
         kc.shift_rel = _mm_cvtsi32_si128(A->q[CMP_REL].shift);
     }
@@ -527,10 +484,15 @@ TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
            |t| so far in the block, from loop_sides, says so): then the
            relative error's denominator needs no test for 0 and the ulp
            exponent no clamp (errors_step) */
-        if (reduce_min_epu32(ss.min_abs) >= low_bits)
-            loop_errors(kcp, r, t, n, &es, out, keys, store, feed, false);
+        bool low = reduce_min_epu32(ss.min_abs) < low_bits;
+        if (!low && folded)
+            loop_errors(kcp, r, t, n, &es, out, keys, store, feed, false, true);
+        else if (!low)
+            loop_errors(kcp, r, t, n, &es, out, keys, store, feed, false, false);
+        else if (folded)
+            loop_errors(kcp, r, t, n, &es, out, keys, store, feed, true, true);
         else
-            loop_errors(kcp, r, t, n, &es, out, keys, store, feed, true);
+            loop_errors(kcp, r, t, n, &es, out, keys, store, feed, true, false);
         if (feed)
             loop_intervals(r, t, n, keys, lo2, hi2, lo_u, hi_u, &is, nv, nu);
     }
@@ -590,194 +552,6 @@ KERNELS(1, 1)
 #undef FEED_KERNEL
 #undef STORE_KERNEL
 
-/* ---- exact recounts of a block, for what the kernel only flags ---- */
-
-TARGET static INLINE int count8(__m256 mask)
-{
-    return __builtin_popcount((unsigned)_mm256_movemask_ps(mask));
-}
-
-/* The counts the kernel skips, as the portable kernel counts them (float32
- * compares are exact); only those a block's extremes call for. */
-TARGET static void count_specials(const cmp_params *p, const float *r, const float *t, int m16,
-                                  bool ref_side, bool test_side, cmp_acc *acc)
-{
-    const __m256 zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
-    const __m256 ref_mn = _mm256_set1_ps((float)p->ref_min_normal);
-    const __m256 test_mn = _mm256_set1_ps((float)p->test_min_normal);
-    const __m256 prec_mn = _mm256_set1_ps((float)p->prec_min_normal);
-    const __m256 prec_max = _mm256_set1_ps((float)p->prec_max);
-    int64_t r_zero = 0, t_zero = 0, r_small = 0, t_small = 0, tiny = 0, over = 0, under = 0;
-    for (int i = 0; i < m16; i += 8) {
-        __m256 rf = _mm256_loadu_ps(r + i), tf = _mm256_loadu_ps(t + i);
-        __m256 arf = _mm256_andnot_ps(sign, rf), atf = _mm256_andnot_ps(sign, tf);
-        if (ref_side) {
-            r_zero += count8(_mm256_cmp_ps(arf, zero, _CMP_EQ_OQ));
-            r_small += count8(_mm256_cmp_ps(arf, ref_mn, _CMP_LT_OQ));
-            tiny += count8(_mm256_cmp_ps(arf, prec_mn, _CMP_LT_OQ));
-            over += count8(_mm256_cmp_ps(arf, prec_max, _CMP_GT_OQ));
-        }
-        if (test_side) {
-            __m256 tz = _mm256_cmp_ps(atf, zero, _CMP_EQ_OQ);
-            t_zero += count8(tz);
-            t_small += count8(_mm256_cmp_ps(atf, test_mn, _CMP_LT_OQ));
-            under += count8(_mm256_and_ps(tz, _mm256_cmp_ps(arf, zero, _CMP_NEQ_OQ)));
-        }
-    }
-    acc->ref.zero += r_zero;
-    acc->ref.subnormal += r_small - r_zero;
-    acc->test.zero += t_zero;
-    acc->test.subnormal += t_small - t_zero;
-    acc->rel_tiny_ref += tiny - r_zero;
-    acc->would_overflow += over;
-    acc->underflow_zero += under;
-}
-
-/* Which elements fail, exactly as cmp_block_double judges them. */
-TARGET static void count_failures(const cmp_params *p, const float *r, const float *t, int m16,
-                                  int64_t base, cmp_acc *acc)
-{
-    const __m256d atol = _mm256_set1_pd(p->atol), rtol = _mm256_set1_pd(p->rtol);
-    for (int i = 0; i < m16; i += 4) {
-        __m256d rd = _mm256_cvtps_pd(_mm_loadu_ps(r + i));
-        __m256d td = _mm256_cvtps_pd(_mm_loadu_ps(t + i));
-        __m256d a = abs_pd(_mm256_sub_pd(td, rd)), ar = abs_pd(rd);
-        __m256d fail;
-        if (p->mode == LD_TOL_ALLCLOSE) /* no fused multiply-add: as the portable code */
-            fail = _mm256_cmp_pd(a, _mm256_add_pd(atol, _mm256_mul_pd(rtol, ar)), _CMP_NLE_UQ);
-        else
-            fail = _mm256_and_pd(_mm256_cmp_pd(a, atol, _CMP_GT_OQ),
-                                 _mm256_cmp_pd(rel_error(a, ar), rtol, _CMP_GT_OQ));
-        unsigned bits = (unsigned)_mm256_movemask_pd(fail);
-        if (bits) {
-            if (acc->first_fail < 0)
-                acc->first_fail = base + i + __builtin_ctz(bits);
-            acc->n_fail += __builtin_popcount(bits);
-        }
-    }
-}
-
-/* The first index in the block whose error of measure k is x (the block's
- * maximum, just found): the error recomputed as the kernel computes it. */
-TARGET static int64_t find_first(const cmp_params *p, const float *r, const float *t, int m16,
-                                 int k, double x)
-{
-    const ulp_consts u = ulp_setup(p);
-    const __m256d want = _mm256_set1_pd(x);
-    for (int i = 0; i < m16; i += 4) {
-        __m256d rd = _mm256_cvtps_pd(_mm_loadu_ps(r + i));
-        __m256d td = _mm256_cvtps_pd(_mm_loadu_ps(t + i));
-        __m256d a = abs_pd(_mm256_sub_pd(td, rd)), e = a;
-        if (k == CMP_REL)
-            e = rel_error(a, abs_pd(rd));
-        else if (k == CMP_ULP)
-            e = ulp_error(&u, rd, a);
-        unsigned hit = (unsigned)_mm256_movemask_pd(_mm256_cmp_pd(e, want, _CMP_EQ_OQ));
-        if (hit)
-            return i + __builtin_ctz(hit);
-    }
-    return 0;
-}
-
-/* ---- the kept pairs' errors ---- */
-
-/* The three errors of 4 pairs, as the kernel computes them. */
-TARGET static INLINE err4 expand_errors(const ulp_consts *u, const float *r, const float *t)
-{
-    __m256d rd = _mm256_cvtps_pd(_mm_loadu_ps(r)), td = _mm256_cvtps_pd(_mm_loadu_ps(t));
-    err4 e;
-    e.abs = abs_pd(_mm256_sub_pd(td, rd));
-    e.rel = rel_error(e.abs, abs_pd(rd));
-    e.ulp = ulp_error(u, rd, e.abs);
-    return e;
-}
-
-/* pack4[m]: the byte indices of the float lanes (2 per double) of the
- * doubles that the 4-bit mask m selects, in order: vpermps gathers them to
- * the front (one load of the indices instead of a chain of pdep and pext). */
-static const uint64_t pack4[16] = {
-    0x0000000000000000ull, 0x0000000000000100ull, 0x0000000000000302ull, 0x0000000003020100ull,
-    0x0000000000000504ull, 0x0000000005040100ull, 0x0000000005040302ull, 0x0000050403020100ull,
-    0x0000000000000706ull, 0x0000000007060100ull, 0x0000000007060302ull, 0x0000070603020100ull,
-    0x0000000007060504ull, 0x0000070605040100ull, 0x0000070605040302ull, 0x0706050403020100ull,
-};
-
-/* Stores the lanes of 4 doubles that mask (4 bits) selects, in order, at
- * dst (room for 4); returns how many. */
-TARGET static INLINE int compress_store4(double *dst, unsigned mask, __m256d x)
-{
-    __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&pack4[mask]));
-    _mm256_storeu_ps((float *)dst, _mm256_permutevar8x32_ps(_mm256_castpd_ps(x), idx));
-    return __builtin_popcount(mask);
-}
-
-/* The errors of pairs [0, n) (n a multiple of 8): each measure's inside
- * one of its intervals appended to q[k].cand (room made by the caller) and
- * counted per interval, by the kernel's keys. abs and rel padded to nv
- * intervals, ulp nu (pads keep nothing). */
-TARGET static INLINE void expand_n(const cmp_params *p, const float *r, const float *t, int64_t n,
-                                   qsel *q, const int nv, const int nu)
-{
-    const ulp_consts u = ulp_setup(p);
-    const int nvk[CMP_MEASURES] = {nv, nv, nu};
-    narrow_map map[CMP_MEASURES];
-    __m256i lo[CMP_MEASURES][QSEL_MAX_RANKS], hi[CMP_MEASURES][QSEL_MAX_RANKS];
-    __m256i outside[CMP_MEASURES][QSEL_MAX_RANKS]; /* minus the keys outside, per lane */
-    double *dst[CMP_MEASURES];
-    for (int k = 0; k < CMP_MEASURES; k++) {
-        map[k] = narrow_setup(&q[k]);
-        for (int v = 0; v < nvk[k]; v++) {
-            bool real = v < q[k].n_iv;
-            lo[k][v] = _mm256_set1_epi32(real ? q[k].lo[v] : INT32_MAX);
-            hi[k][v] = _mm256_set1_epi32(real ? q[k].hi[v] : INT32_MIN);
-            outside[k][v] = _mm256_setzero_si256();
-        }
-        dst[k] = q[k].cand + q[k].n;
-    }
-    for (int64_t i = 0; i < n; i += 8) {
-        err4 e0 = expand_errors(&u, r + i, t + i), e1 = expand_errors(&u, r + i + 4, t + i + 4);
-        const __m256d lo_e[CMP_MEASURES] = {e0.abs, e0.rel, e0.ulp};
-        const __m256d hi_e[CMP_MEASURES] = {e1.abs, e1.rel, e1.ulp};
-#pragma GCC unroll 3
-        for (int k = 0; k < CMP_MEASURES; k++) {
-            if (nvk[k] == 0)
-                continue;
-            __m256i key = keys8(lo_e[k], hi_e[k]);
-            if (k != CMP_ULP) /* narrow, as the kernel compares them */
-                key = narrow32(&map[k], key);
-            __m256i out = _mm256_set1_epi32(-1);
-#pragma GCC unroll 8
-            for (int v = 0; v < nvk[k]; v++) {
-                __m256i out_v = _mm256_or_si256(_mm256_cmpgt_epi32(lo[k][v], key),
-                                                _mm256_cmpgt_epi32(key, hi[k][v]));
-                outside[k][v] = _mm256_add_epi32(outside[k][v], out_v);
-                out = _mm256_and_si256(out, out_v);
-            }
-            unsigned in = elem_order(~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(out)) &
-                                     0xffu);
-            dst[k] += compress_store4(dst[k], in & 0xfu, lo_e[k]);
-            dst[k] += compress_store4(dst[k], in >> 4, hi_e[k]);
-        }
-    }
-    for (int k = 0; k < CMP_MEASURES; k++) {
-        q[k].n = dst[k] - q[k].cand;
-        for (int v = 0; v < q[k].n_iv; v++) /* n keys, minus those outside */
-            q[k].in_iv[v] += n + sum_epi32(outside[k][v]);
-    }
-}
-
-#define EXPAND(nv, nu)                                                                         \
-    TARGET static void expand_##nv##nu(const cmp_params *p, const float *r, const float *t,    \
-                                       int64_t n, qsel *q)                                    \
-    {                                                                                          \
-        expand_n(p, r, t, n, q, nv, nu);                                                       \
-    }
-EXPAND(4, 0)
-EXPAND(5, 0)
-EXPAND(4, 1)
-EXPAND(5, 1)
-#undef EXPAND
-
 #define ROW(ac, sh)                                                                            \
     {{kernel_feed_##ac##sh##40, kernel_feed_##ac##sh##50},                                     \
      {kernel_feed_##ac##sh##41, kernel_feed_##ac##sh##51}}
@@ -785,64 +559,10 @@ EXPAND(5, 1)
 const cmp_fast_ops cmp_fast_avx2_ops = {
     .store = {STORE_ROW(0), STORE_ROW(1)},
     .feed = {{ROW(0, 0), ROW(0, 1)}, {ROW(1, 0), ROW(1, 1)}},
-    .count_specials = count_specials,
-    .count_failures = count_failures,
-    .find_first = find_first,
-    .expand = {{expand_40, expand_50}, {expand_41, expand_51}},
+    .count_specials = cmp_avx2_count_specials,
+    .count_failures = cmp_avx2_count_failures,
+    .find_first = cmp_avx2_find_first,
+    .expand = {{cmp_avx2_expand_40, cmp_avx2_expand_50}, {cmp_avx2_expand_41, cmp_avx2_expand_51}},
 };
 #undef ROW
 #undef STORE_ROW
-
-/* ---- Σrt, Σr², Σt² again (metrics_similarity.c) ---- */
-
-/* hi + lo += x, per lane (TwoSum) */
-TARGET static INLINE void sum2_add4(__m256d *hi, __m256d *lo, __m256d x)
-{
-    __m256d sum = _mm256_add_pd(*hi, x), x_part = _mm256_sub_pd(sum, *hi);
-    *lo = _mm256_add_pd(*lo, _mm256_add_pd(_mm256_sub_pd(*hi, _mm256_sub_pd(sum, x_part)),
-                                           _mm256_sub_pd(x, x_part)));
-    *hi = sum;
-}
-
-TARGET void cmp_similarity_float_avx2(const float *r, const float *t, int m, cmp_acc *acc)
-{
-    /* float products are exact in double: TwoSum alone keeps every bit */
-    __m256d hi[3], lo[3];
-    for (int k = 0; k < 3; k++)
-        hi[k] = lo[k] = _mm256_setzero_pd();
-    for (int i = 0; i < m; i += 4) {
-        if (!(i & 12)) {
-            _mm_prefetch((const char *)(r + i + 1024), _MM_HINT_T0);
-            _mm_prefetch((const char *)(t + i + 1024), _MM_HINT_T0);
-        }
-        __m256d rd, td;
-        if (m - i >= 4) {
-            rd = _mm256_cvtps_pd(_mm_loadu_ps(r + i));
-            td = _mm256_cvtps_pd(_mm_loadu_ps(t + i));
-        } else { /* the tail: zero pairs add nothing */
-            float pr[4] = {0}, pt[4] = {0};
-            memcpy(pr, r + i, (size_t)(m - i) * sizeof(float));
-            memcpy(pt, t + i, (size_t)(m - i) * sizeof(float));
-            rd = _mm256_cvtps_pd(_mm_loadu_ps(pr));
-            td = _mm256_cvtps_pd(_mm_loadu_ps(pt));
-        }
-        /* finite pairs only: x - x is 0 exactly when x is finite */
-        __m256d finite = _mm256_cmp_pd(_mm256_sub_pd(rd, rd), _mm256_sub_pd(td, td), _CMP_EQ_OQ);
-        rd = _mm256_and_pd(finite, rd);
-        td = _mm256_and_pd(finite, td);
-        sum2_add4(&hi[0], &lo[0], _mm256_mul_pd(rd, td));
-        sum2_add4(&hi[1], &lo[1], _mm256_mul_pd(rd, rd));
-        sum2_add4(&hi[2], &lo[2], _mm256_mul_pd(td, td));
-    }
-    double *dst_hi[3] = {&acc->srt, &acc->srr, &acc->stt};
-    double *dst_lo[3] = {&acc->srt_lo, &acc->srr_lo, &acc->stt_lo};
-    for (int k = 0; k < 3; k++) {
-        double h[4], l[4];
-        _mm256_storeu_pd(h, hi[k]);
-        _mm256_storeu_pd(l, lo[k]);
-        for (int lane = 0; lane < 4; lane++) {
-            cmp_sum2_add(dst_hi[k], dst_lo[k], h[lane]);
-            *dst_lo[k] += l[lane];
-        }
-    }
-}

@@ -89,7 +89,7 @@ double cmp_ulp_scale(const cmp_params *p, double r);
 /* Σrt, Σr², Σt² over the finite pairs of m elements, compensated (hi + lo,
  * added to the acc's), for when the derived ones are not accurate enough
  * (cmp_acc: rt_scale). Portable (doubles) and vector (floats: AVX-512, or
- * AVX2 in metrics_fast_avx2.c) versions (metrics_similarity.c). */
+ * AVX2 in metrics_fast_avx2_exact.c) versions (metrics_similarity.c). */
 void cmp_similarity_double(const double *r, const double *t, int m, cmp_acc *acc);
 void cmp_similarity_float_fast(const float *r, const float *t, int m, cmp_acc *acc);
 /* Whether the acc's derived sums are not accurate to a few ulps. */
@@ -265,11 +265,16 @@ typedef struct cmp_fast_ops {
 extern const cmp_fast_ops cmp_fast_avx512_ops; /* metrics_fast_avx512.c */
 extern const cmp_fast_ops cmp_fast_avx2_ops;   /* metrics_fast_avx2.c */
 
+/* Tests: the AVX2 kernel narrows the abs and rel keys unfolded even where
+ * the folded form is exact (metrics_fast_avx2.c, fold_ok), so that both
+ * forms are compared with qsel_key_of. */
+extern bool cmp_avx2_unfolded;
+
 /* A float32 no larger than x(1 - 2^-21) (x >= 0; FLT_MAX for anything
  * above it): the bounds the kernels screen the verdict with. */
 float cmp_screen_bound(double x);
 
-/* The AVX2 Σrt, Σr², Σt² (cmp_similarity_float_fast's, metrics_fast_avx2.c). */
+/* The AVX2 Σrt, Σr², Σt² (cmp_similarity_float_fast's, metrics_fast_avx2_exact.c). */
 void cmp_similarity_float_avx2(const float *r, const float *t, int m, cmp_acc *acc);
 
 /* Interval half-width in standard deviations of the sample rank (4).

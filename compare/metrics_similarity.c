@@ -82,7 +82,7 @@ TARGET static void similarity_float_avx512(const float *r, const float *t, int m
     }
 }
 
-/* The vector kernel in use sums them (the AVX2 one in metrics_fast_avx2.c). */
+/* The vector kernel in use sums them (the AVX2 one in metrics_fast_avx2_exact.c). */
 void cmp_similarity_float_fast(const float *r, const float *t, int m, cmp_acc *acc)
 {
     if (cmp_fast_level() == CMP_LEVEL_AVX512)

@@ -361,6 +361,38 @@ static void feed_body(void)
         q[k].cap = FEED_N;
     }
     qsel_bracket_sigmas = saved;
+    /* abs errors whose keys sit exactly at the edges of the narrow keys of
+       each interval bound (the smallest key of lo's narrow value and the one
+       below it, the largest of hi's and the one above): r = 0, t a float
+       whose double's key is that (key = (bits >> 3) + 0x38000000 for a
+       normal float); at the ends of the AVX2 kernel's runs of 256 kept
+       indices and chunks of 512, and elsewhere */
+    const qsel *qa = &q[CMP_ABS];
+    int at = 0;
+    for (int v = 0; v < qa->n_iv; v++) {
+        int64_t lo0 = ((int64_t)qa->lo[v] + qa->bias) * ((int64_t)1 << qa->shift) + 1;
+        int64_t hi1 = ((int64_t)qa->hi[v] + qa->bias + 1) * ((int64_t)1 << qa->shift);
+        const int64_t edge[4] = {lo0 - 1, lo0, hi1, hi1 + 1};
+        for (int j = 0; j < 4; j++) {
+            assert_true(edge[j] >= 0x38100000 && edge[j] < 0x47F00000); /* normal floats */
+            uint32_t bits = (uint32_t)(edge[j] - 0x38000000) << 3;
+            float d;
+            memcpy(&d, &bits, sizeof d);
+            for (int rep = 0; rep < 6; rep++, at++) {
+                int i = (at * 256 + (at & 1 ? 0 : 255) + 8 * (at % 5)) % FEED_N;
+                r[i] = 0.0f;
+                t[i] = rep & 1 ? -d : d;
+                double rd = r[i], td = t[i];
+                cmp_acc unused;
+                cmp_acc_init(&unused);
+                cmp_block_double(&p, &rd, &td, NULL, 1, 0, &unused, &e[0][i], &e[1][i],
+                                 &e[2][i]);
+                if (qsel_key(e[CMP_ABS][i]) != (uint32_t)edge[j])
+                    fail_msg("edge element %d: key %#x, want %#llx", i,
+                             qsel_key(e[CMP_ABS][i]), (unsigned long long)edge[j]);
+            }
+        }
+    }
     cmp_pairs pairs = {kept_r, kept_t, 0, FEED_N, sink_r, sink_t, false};
     cmp_acc acc;
     cmp_acc_init(&acc);
@@ -432,6 +464,11 @@ static void test_feed_keeps_exactly(void **state)
 {
     (void)state;
     cmpt_each_kernel(feed_body);
+    /* the AVX2 kernel's narrow keys in both forms: folded (what these
+       intervals get) and not (intervals near the top of the double range) */
+    cmp_avx2_unfolded = true;
+    cmpt_each_kernel(feed_body);
+    cmp_avx2_unfolded = false;
 }
 
 int main(void)
