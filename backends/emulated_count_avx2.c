@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "backends/emulated_count_internal.h"
+#include "backends/kernels/round_fp16_group.h"
 
 #define AVX2 __attribute__((target("avx2,f16c")))
 
@@ -109,16 +110,6 @@ AVX2 void ld_emu_avx2_count_pair(const float *src, const float *after, int64_t m
 
 /* --- fp16: round trip through vcvtps2ph / vcvtph2ps, counted ------------------------------ */
 
-/* Lanes (16-bit) whose fp16 result h is zero, subnormal, inf or NaN: with
- * s = h << 1 (the sign dropped), the normal results are s in [0x0800,
- * 0xF7FE], and s + 0x7800 maps them to the signed range [-32768, 0x6FFE] and
- * the others to [0x7000, 0x7FFE]: one signed compare. */
-AVX2 static inline __m128i fp16_special(__m128i h)
-{
-    __m128i s = _mm_add_epi16(_mm_slli_epi16(h, 1), _mm_set1_epi16(0x7800));
-    return _mm_cmpgt_epi16(s, _mm_set1_epi16(0x6FFF));
-}
-
 AVX2 static inline void count8_fp16(__m256 v, __m128i h, avx2_counters *c)
 {
     __m256i a = _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7FFFFFFF));
@@ -142,7 +133,7 @@ AVX2 static inline void fp16_block16(const float *src, float *dst, ld_fp16 *half
         _mm_storeu_si128((__m128i *)(void *)half, h0);
         _mm_storeu_si128((__m128i *)(void *)(half + 8), h1);
     }
-    __m128i s0 = fp16_special(h0), s1 = fp16_special(h1);
+    __m128i s0 = ld_fp16_special(h0), s1 = ld_fp16_special(h1);
     __m128i any = _mm_or_si128(s0, s1);
     if (_mm_testz_si128(any, any))
         return;

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "backends/kernels/kernel_util.h"
+#include "backends/kernels/round_fp16_group.h"
 #include "core/round_internal.h"
 
 /* Work per thread and chunk, as the elementwise map driver's (elementwise.c):
@@ -60,13 +61,6 @@ int ld_act_round_level(void)
 
 #define AVX2 __attribute__((target("avx2,f16c")))
 
-/* Hands out[from, to) to round_block (nothing when from < 0). */
-static void hand_over(const ld_kernel_ctx *ctx, float *out, int64_t from, int64_t to)
-{
-    if (from >= 0 && to > from)
-        ctx->round_block(ctx->round_user, 0, out + from, to - from);
-}
-
 /* CLIP_EXPR on 8 lanes: ordered compares are false for NaN, so x stays. */
 AVX2 static inline __m256 clamp8(__m256 x, __m256 lo, __m256 hi)
 {
@@ -74,45 +68,8 @@ AVX2 static inline __m256 clamp8(__m256 x, __m256 lo, __m256 hi)
     return _mm256_blendv_ps(t, hi, _mm256_cmp_ps(t, hi, _CMP_GT_OQ));
 }
 
-/* Lanes (16-bit) whose float16 h is zero, subnormal, infinite or NaN:
- * 2h + 0x7800 (16-bit) > 0x6FFF signed exactly then (emulated_count_avx2.c). */
-AVX2 static inline __m128i fp16_special(__m128i h)
-{
-    __m128i s = _mm_add_epi16(_mm_slli_epi16(h, 1), _mm_set1_epi16(0x7800));
-    return _mm_cmpgt_epi16(s, _mm_set1_epi16(0x6FFF));
-}
-
-/* 16 results v0, v1: true (and nothing stored) when a lane would count in
- * the engine's rounding or is NaN; else their float16 roundings go to out
- * (and their bits to bits, when not NULL). */
-AVX2 static inline bool store_rounded16(float *out, uint16_t *bits, __m256 v0, __m256 v1)
-{
-    __m128i h0 = _mm256_cvtps_ph(v0, _MM_FROUND_TO_NEAREST_INT);
-    __m128i h1 = _mm256_cvtps_ph(v1, _MM_FROUND_TO_NEAREST_INT);
-    __m128i any = _mm_or_si128(fp16_special(h0), fp16_special(h1));
-    if (!_mm_testz_si128(any, any)) {
-        /* zero results (either sign) count nothing: only those pass */
-        const __m256i zero = _mm256_setzero_si256();
-        __m256i z0 = _mm256_cmpeq_epi32(_mm256_slli_epi32(_mm256_castps_si256(v0), 1), zero);
-        __m256i z1 = _mm256_cmpeq_epi32(_mm256_slli_epi32(_mm256_castps_si256(v1), 1), zero);
-        unsigned zeros = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(z0)) |
-                         (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(z1)) << 8;
-        unsigned special = (unsigned)_mm_movemask_epi8(
-            _mm_packs_epi16(fp16_special(h0), fp16_special(h1)));
-        if (special & ~zeros & 0xFFFFu)
-            return true;
-    }
-    _mm256_storeu_ps(out, _mm256_cvtph_ps(h0));
-    _mm256_storeu_ps(out + 8, _mm256_cvtph_ps(h1));
-    if (bits) {
-        _mm_storeu_si128((__m128i *)(void *)bits, h0);
-        _mm_storeu_si128((__m128i *)(void *)(bits + 8), h1);
-    }
-    return false;
-}
-
-/* out[0, n) = clamp(in[0, n)), rounded as above; bits: out's float16 bits
- * (same index) or NULL. */
+/* out[0, n) = clamp(in[0, n)), rounded by groups of 16
+ * (ld_round_group_store16); bits: out's float16 bits (same index) or NULL. */
 AVX2 static void clamp_run(const ld_kernel_ctx *ctx, float *out, uint16_t *bits, const float *in,
                            int64_t n, float lo_, float hi_, ld_ew_map_fn fn, const void *params)
 {
@@ -122,12 +79,12 @@ AVX2 static void clamp_run(const ld_kernel_ctx *ctx, float *out, uint16_t *bits,
     for (; i + 16 <= n; i += 16) {
         __m256 v0 = clamp8(_mm256_loadu_ps(in + i), lo, hi);
         __m256 v1 = clamp8(_mm256_loadu_ps(in + i + 8), lo, hi);
-        if (store_rounded16(out + i, bits ? bits + i : NULL, v0, v1)) {
+        if (ld_round_group_store16(out + i, bits ? bits + i : NULL, v0, v1)) {
             fn(out + i, in + i, 16, params); /* unrounded, for round_block */
             if (left < 0)
                 left = i;
         } else if (left >= 0) {
-            hand_over(ctx, out, left, i);
+            ld_round_group_hand_over(ctx, out, left, i);
             left = -1;
         }
     }
@@ -136,7 +93,7 @@ AVX2 static void clamp_run(const ld_kernel_ctx *ctx, float *out, uint16_t *bits,
         uint16_t h[16];
         int64_t k = n - i;
         memcpy(x, in + i, (size_t)k * sizeof *x);
-        if (store_rounded16(r, h, clamp8(_mm256_loadu_ps(x), lo, hi),
+        if (ld_round_group_store16(r, h, clamp8(_mm256_loadu_ps(x), lo, hi),
                             clamp8(_mm256_loadu_ps(x + 8), lo, hi))) {
             fn(out + i, in + i, k, params);
             if (left < 0)
@@ -147,7 +104,7 @@ AVX2 static void clamp_run(const ld_kernel_ctx *ctx, float *out, uint16_t *bits,
                 memcpy(bits + i, h, (size_t)k * sizeof *h);
         }
     }
-    hand_over(ctx, out, left, n);
+    ld_round_group_hand_over(ctx, out, left, n);
 }
 
 #endif

@@ -27,6 +27,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "backends/kernels/round_fp16_group.h"
 #include "core/round_internal.h"
 
 static atomic_int forced_level = -1;
@@ -49,13 +50,6 @@ int ld_ew_round_level(void)
                                                                   : LD_EW_ROUND_NONE;
 }
 
-/* Hands out[from, to) to round_block (nothing when from < 0). */
-static void hand_over(const ld_kernel_ctx *ctx, float *out, int64_t from, int64_t to)
-{
-    if (from >= 0 && to > from)
-        ctx->round_block(ctx->round_user, 0, out + from, to - from);
-}
-
 #if defined(__x86_64__)
 
 #include <immintrin.h>
@@ -72,42 +66,6 @@ AVX2 static inline __m256 arith8(ld_ew_arith op, __m256 x, __m256 y)
     }
 }
 
-/* Lanes (16-bit) whose float16 h is zero, subnormal, infinite or NaN (see
- * fp16_special in emulated_count_avx2.c). */
-AVX2 static inline __m128i fp16_special(__m128i h)
-{
-    __m128i s = _mm_add_epi16(_mm_slli_epi16(h, 1), _mm_set1_epi16(0x7800));
-    return _mm_cmpgt_epi16(s, _mm_set1_epi16(0x6FFF));
-}
-
-/* 16 results v0, v1: true (and nothing stored) when a lane would count in
- * the engine's rounding or is NaN; else their float16 roundings go to out. */
-AVX2 static inline bool store_rounded16(float *out, uint16_t *bits, __m256 v0, __m256 v1)
-{
-    __m128i h0 = _mm256_cvtps_ph(v0, _MM_FROUND_TO_NEAREST_INT);
-    __m128i h1 = _mm256_cvtps_ph(v1, _MM_FROUND_TO_NEAREST_INT);
-    __m128i any = _mm_or_si128(fp16_special(h0), fp16_special(h1));
-    if (!_mm_testz_si128(any, any)) {
-        /* zero results of a zero (either sign) count nothing: only those pass */
-        const __m256i zero = _mm256_setzero_si256();
-        __m256i z0 = _mm256_cmpeq_epi32(_mm256_slli_epi32(_mm256_castps_si256(v0), 1), zero);
-        __m256i z1 = _mm256_cmpeq_epi32(_mm256_slli_epi32(_mm256_castps_si256(v1), 1), zero);
-        unsigned zeros = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(z0)) |
-                         (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(z1)) << 8;
-        unsigned special = (unsigned)_mm_movemask_epi8(
-            _mm_packs_epi16(fp16_special(h0), fp16_special(h1)));
-        if (special & ~zeros & 0xFFFFu)
-            return true;
-    }
-    _mm256_storeu_ps(out, _mm256_cvtph_ps(h0));
-    _mm256_storeu_ps(out + 8, _mm256_cvtph_ps(h1));
-    if (bits) {
-        _mm_storeu_si128((__m128i *)(void *)bits, h0);
-        _mm_storeu_si128((__m128i *)(void *)(bits + 8), h1);
-    }
-    return false;
-}
-
 /* The loop; inlined into one function per op and stride case (below), so
  * that neither is tested per group. */
 AVX2 static inline __attribute__((always_inline)) void
@@ -122,14 +80,14 @@ arith_body(const ld_kernel_ctx *ctx, ld_ew_arith op, float *out, uint16_t *bits,
     for (; i + 16 <= n; i += 16) {
         __m256 x0 = a_row ? _mm256_loadu_ps(a + i) : ca, x1 = a_row ? _mm256_loadu_ps(a + i + 8) : ca;
         __m256 y0 = b_row ? _mm256_loadu_ps(b + i) : cb, y1 = b_row ? _mm256_loadu_ps(b + i + 8) : cb;
-        if (store_rounded16(out + i, bits ? bits + i : NULL, arith8(op, x0, y0),
+        if (ld_round_group_store16(out + i, bits ? bits + i : NULL, arith8(op, x0, y0),
                             arith8(op, x1, y1))) {
             const void *in[2] = {a + (a_row ? i : 0), b + (b_row ? i : 0)};
             fn(out + i, in, stride, 16, params); /* unrounded, for round_block */
             if (left < 0)
                 left = i;
         } else if (left >= 0) {
-            hand_over(ctx, out, left, i);
+            ld_round_group_hand_over(ctx, out, left, i);
             left = -1;
         }
     }
@@ -141,7 +99,7 @@ arith_body(const ld_kernel_ctx *ctx, ld_ew_arith op, float *out, uint16_t *bits,
             x[j] = j < k ? a[a_row ? i + j : 0] : 1.0f;
             y[j] = j < k ? b[b_row ? i + j : 0] : 1.0f;
         }
-        if (store_rounded16(r, h, arith8(op, _mm256_loadu_ps(x), _mm256_loadu_ps(y)),
+        if (ld_round_group_store16(r, h, arith8(op, _mm256_loadu_ps(x), _mm256_loadu_ps(y)),
                             arith8(op, _mm256_loadu_ps(x + 8), _mm256_loadu_ps(y + 8)))) {
             const void *in[2] = {a + (a_row ? i : 0), b + (b_row ? i : 0)};
             fn(out + i, in, stride, k, params);
@@ -153,7 +111,7 @@ arith_body(const ld_kernel_ctx *ctx, ld_ew_arith op, float *out, uint16_t *bits,
                 memcpy(bits + i, h, (size_t)k * sizeof *h);
         }
     }
-    hand_over(ctx, out, left, n);
+    ld_round_group_hand_over(ctx, out, left, n);
 }
 
 typedef void (*arith_loop)(const ld_kernel_ctx *ctx, float *out, uint16_t *bits, const float *a,
@@ -205,5 +163,5 @@ void ld_ew_arith_fp16(const ld_kernel_ctx *ctx, int level, ld_ew_arith op, float
     const int64_t stride[2] = {a_row, b_row};
     const void *in[2] = {a, b};
     fn(out, in, stride, n, params);
-    hand_over(ctx, out, 0, n);
+    ld_round_group_hand_over(ctx, out, 0, n);
 }
