@@ -97,6 +97,12 @@ static ld_status pool_tensor(ld_exec *e, const char *name, ld_dtype dtype, const
     return LD_OK;
 }
 
+ld_status ld_exec_pool_tensor(ld_exec *e, const char *name, ld_dtype dtype, const ld_shape *shape,
+                              ld_tensor **out, ld_error *err)
+{
+    return pool_tensor(e, name, dtype, shape, out, err);
+}
+
 void ld_exec_release_tensor(ld_exec *e, ld_tensor *t)
 {
     if (!t)
@@ -335,6 +341,8 @@ ld_status ld_exec_create(ld_exec **out, const ld_graph *g, const ld_exec_config 
     e->threads = cfg && cfg->threads > 0 ? cfg->threads : default_threads();
     if (cfg && cfg->hooks)
         e->hooks = *cfg->hooks;
+    e->fuse = cfg && cfg->fuse && ld_exec_fusion_allowed(e->hooks.before_compute ||
+                                                          e->hooks.after_compute);
     size_t nv = (size_t)(g->n_values ? g->n_values : 1);
     e->nodes = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *e->nodes);
     e->slots = calloc(nv, sizeof *e->slots);
@@ -354,6 +362,7 @@ ld_status ld_exec_create(ld_exec **out, const ld_graph *g, const ld_exec_config 
         st = resolve_node(e, &g->nodes[i], &e->nodes[i], err);
         if (st != LD_OK)
             goto out;
+        ld_exec_fuse_classify(&g->nodes[i], &e->nodes[i]);
     }
 out:
     if (st != LD_OK) {
@@ -407,6 +416,35 @@ size_t ld_exec_peak_bytes(const ld_exec *e)
 const ld_node_profile *ld_exec_profile(const ld_exec *e)
 {
     return e->profile;
+}
+
+/* ld_exec_set_fusion's mode: -1 the default (LD_EXEC_FUSE_DEFAULT). */
+static int fusion_mode = -1;
+
+void ld_exec_set_fusion(int mode)
+{
+    fusion_mode = mode;
+}
+
+bool ld_exec_fusion_allowed(bool hooked)
+{
+    int mode = fusion_mode >= 0 ? fusion_mode : LD_EXEC_FUSE_DEFAULT;
+    return mode == 1 && !hooked;
+}
+
+int ld_exec_fused_nodes(const ld_exec *e)
+{
+    return e->fused_nodes;
+}
+
+const char *ld_exec_fusion_note(ld_exec *e)
+{
+    if (!e->fused_nodes)
+        return NULL;
+    snprintf(e->fuse_note, sizeof e->fuse_note,
+             "%d elementwise nodes fused into %d chains (a chain's time split evenly over "
+             "its nodes)", e->fused_nodes, e->fused_chains);
+    return e->fuse_note;
 }
 
 static double monotonic_seconds(void)

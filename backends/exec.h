@@ -47,7 +47,27 @@ typedef struct ld_exec_hooks {
 typedef struct ld_exec_config {
     int threads;                 /* 0 = all cores */
     const ld_exec_hooks *hooks;  /* borrowed; NULL = reference behaviour */
+    /* The observers of ld_exec_run read tensor data only of graph outputs
+     * (ld_backend_config.observe_outputs_only): ld_exec_run may then compute
+     * chains of elementwise nodes block by block (exec_fuse.c) and show
+     * values it did not materialise with data NULL. The stepwise API and
+     * ld_exec_run_node_on never fuse. */
+    bool fuse;
 } ld_exec_config;
+
+/* Whether chain fusion happens when a config asks for it: LD_EXEC_FUSE_DEFAULT
+ * unless ld_exec_set_fusion chose (for tests and --no-fuse comparisons):
+ * mode 1 always, 0 never, -1 back to the default. Read at ld_exec_create.
+ * Executors with compute hooks (the emulated engine) do not fuse yet. */
+#define LD_EXEC_FUSE_DEFAULT 0
+void ld_exec_set_fusion(int mode);
+bool ld_exec_fusion_allowed(bool hooked);
+
+/* "N elementwise nodes fused into M chains (...)" about the last run, or
+ * NULL when it fused nothing. Borrowed, valid until the next call. */
+const char *ld_exec_fusion_note(ld_exec *e);
+/* Nodes the last ld_exec_run computed inside fused chains. */
+int ld_exec_fused_nodes(const ld_exec *e);
 
 /* Resolves a kernel for every node and runs each kernel's init. Fails, before
  * anything runs, on the first node with no kernel (naming node, op type and

@@ -18,6 +18,10 @@ typedef struct exec_node {
     bool inplace; /* output 0 may take over a dying input's buffer (kernels/inplace.h) */
     ld_tensor *folded; /* a folded Constant's output, borrowing the attribute's data
                           (foldable_constant in exec.c); its kernel is not run */
+    /* chain fusion (exec_fuse.c): the elementwise op (exec_fuse_ops.h,
+       LD_FUSE_NONE when the node never fuses) and its attributes */
+    int fuse_op;
+    float fuse_a, fuse_b;
 } exec_node;
 
 struct ld_exec {
@@ -58,6 +62,12 @@ struct ld_exec {
        value whose buffer the node being computed writes its output 0 to */
     bool donate;
     int donor;
+    /* elementwise chain fusion (exec_fuse.c): allowed by the config (the
+       observer reads only graph outputs' data) and by ld_exec_set_fusion;
+       what the last run fused, for the profile */
+    bool fuse;
+    int fused_nodes, fused_chains;
+    char fuse_note[160];
 };
 
 /* Returns t's buffer to the pool and frees the tensor. NULL is a no-op. */
@@ -69,5 +79,32 @@ void ld_exec_release_outputs(ld_exec *e, const ld_node *node, ld_tensor **output
  * set. On failure the outputs are already released. */
 ld_status ld_exec_compute_node(ld_exec *e, int i, ld_layer_counters *counters,
                                ld_node_profile *prof, ld_error *err);
+
+/* A pool tensor of dtype and shape (contents undefined), charged to the
+ * run's memory budget; *out is new, free with ld_exec_release_tensor. */
+ld_status ld_exec_pool_tensor(ld_exec *e, const char *name, ld_dtype dtype, const ld_shape *shape,
+                              ld_tensor **out, ld_error *err);
+
+/* --- exec_step.c, for the fused run ---------------------------------------------- */
+
+/* Shows one tensor to the observer (nothing when observer is NULL). */
+ld_status ld_exec_observe(ld_exec *e, const ld_node *node, int output_index, int value,
+                          const ld_tensor *t, const ld_layer_numerics *numerics,
+                          const ld_layer_counters *counters, ld_tensor_observer observer,
+                          void *user, ld_error *err);
+/* What ld_exec_finish_step does after node i: frees its unconsumed outputs
+ * and the values whose last reader it is. */
+void ld_exec_retire_node(ld_exec *e, int i);
+
+/* --- exec_fuse.c ------------------------------------------------------------------- */
+
+/* Sets xn->fuse_op and its attributes at create. */
+void ld_exec_fuse_classify(const ld_node *node, exec_node *xn);
+/* During ld_exec_run with fusion on: when node i starts a chain of at least
+ * two fusable nodes, computes the chain, shows every node of [i, i + *covered)
+ * to the observer in order and retires them; *covered = 0 when node i does
+ * not start a chain (nothing done). */
+ld_status ld_exec_fuse_run(ld_exec *e, int i, ld_tensor_observer observer, void *user,
+                           int *covered, ld_error *err);
 
 #endif

@@ -62,10 +62,10 @@ static void free_dead_values(ld_exec *e, const ld_node *node)
     }
 }
 
-static ld_status observe(ld_exec *e, const ld_node *node, int output_index, int value,
-                         const ld_tensor *t, const ld_layer_numerics *numerics,
-                         const ld_layer_counters *counters, ld_tensor_observer observer,
-                         void *user, ld_error *err)
+ld_status ld_exec_observe(ld_exec *e, const ld_node *node, int output_index, int value,
+                          const ld_tensor *t, const ld_layer_numerics *numerics,
+                          const ld_layer_counters *counters, ld_tensor_observer observer,
+                          void *user, ld_error *err)
 {
     if (!observer)
         return LD_OK;
@@ -119,6 +119,7 @@ ld_status ld_exec_begin(ld_exec *e, const ld_tensor *const *inputs, ld_tensor_ob
     e->live_bytes = 0;
     e->peak_bytes = 0;
     memset(e->profile, 0, (size_t)g->n_nodes * sizeof *e->profile);
+    e->fused_nodes = e->fused_chains = 0;
     if (!inputs && g->n_inputs > 0)
         return ld_error_set(err, LD_ERR_INPUT, "graph '%s' has %d inputs and none were given",
                             g->name, g->n_inputs);
@@ -130,7 +131,7 @@ ld_status ld_exec_begin(ld_exec *e, const ld_tensor *const *inputs, ld_tensor_ob
     }
     set_memory_limit(e, inputs);
     for (int j = 0; st == LD_OK && j < g->n_inputs; j++)
-        st = observe(e, NULL, 0, g->inputs[j], inputs[j], NULL, NULL, observer, user, err);
+        st = ld_exec_observe(e, NULL, 0, g->inputs[j], inputs[j], NULL, NULL, observer, user, err);
 out:
     if (st != LD_OK) {
         clear_slots(e);
@@ -157,7 +158,7 @@ ld_status ld_exec_step(ld_exec *e, int i, ld_tensor_observer observer, void *use
     if (e->nodes[i].folded) { /* a Constant's attribute: borrowed, never written */
         e->slots[node->outputs[0]] = e->nodes[i].folded;
         e->profile[i] = (ld_node_profile){0};
-        return observe(e, node, 0, node->outputs[0], e->nodes[i].folded, &e->nodes[i].numerics,
+        return ld_exec_observe(e, node, 0, node->outputs[0], e->nodes[i].folded, &e->nodes[i].numerics,
                        &counters, observer, user, err);
     }
     ld_status st = ld_exec_compute_node(e, i, &counters, &prof, err);
@@ -180,15 +181,13 @@ ld_status ld_exec_step(ld_exec *e, int i, ld_tensor_observer observer, void *use
     for (int j = 0; st == LD_OK && j < node->n_outputs; j++) {
         int v = node->outputs[j];
         if (v >= 0)
-            st = observe(e, node, j, v, e->slots[v], numerics, &counters, observer, user, err);
+            st = ld_exec_observe(e, node, j, v, e->slots[v], numerics, &counters, observer, user, err);
     }
     return st;
 }
 
-void ld_exec_finish_step(ld_exec *e, int i)
+void ld_exec_retire_node(ld_exec *e, int i)
 {
-    if (e->pending != i)
-        return;
     const ld_node *node = &e->graph->nodes[i];
     for (int j = 0; j < node->n_outputs; j++) {
         int v = node->outputs[j];
@@ -196,6 +195,13 @@ void ld_exec_finish_step(ld_exec *e, int i)
             release_slot(e, v);
     }
     free_dead_values(e, node);
+}
+
+void ld_exec_finish_step(ld_exec *e, int i)
+{
+    if (e->pending != i)
+        return;
+    ld_exec_retire_node(e, i);
     e->pending = -1;
 }
 
@@ -233,7 +239,7 @@ ld_status ld_exec_run_node_on(ld_exec *e, int i, const ld_tensor *const *inputs,
     for (int j = 0; st == LD_OK && j < node->n_outputs; j++) {
         int v = node->outputs[j];
         if (v >= 0)
-            st = observe(e, node, j, v, e->out_buf[j], &e->nodes[i].numerics, &counters,
+            st = ld_exec_observe(e, node, j, v, e->out_buf[j], &e->nodes[i].numerics, &counters,
                          observer, user, err);
     }
     ld_exec_release_outputs(e, node, e->out_buf);
@@ -245,9 +251,19 @@ ld_status ld_exec_run(ld_exec *e, const ld_tensor *const *inputs, ld_tensor_obse
 {
     ld_status st = ld_exec_begin(e, inputs, observer, user, err);
     e->donate = true; /* nobody reads a node's inputs after it: they may be overwritten */
-    for (int i = 0; st == LD_OK && i < e->graph->n_nodes; i++) {
-        st = ld_exec_step(e, i, observer, user, err);
+    for (int i = 0; st == LD_OK && i < e->graph->n_nodes;) {
+        int covered = 0;
+        if (e->fuse) /* a chain of elementwise nodes at once (exec_fuse.c) */
+            st = ld_exec_fuse_run(e, i, observer, user, &covered, err);
+        if (covered > 0) {
+            i += covered;
+            e->next_node = i;
+            continue;
+        }
+        if (st == LD_OK)
+            st = ld_exec_step(e, i, observer, user, err);
         ld_exec_finish_step(e, i);
+        i++;
     }
     e->donate = false;
     ld_exec_end(e);

@@ -2,6 +2,7 @@
  * hooks. float32 computes in float32, float64 in double, float16/bfloat16 in
  * float32 rounded back per op (as ONNX Runtime's CPU provider does). It is the
  * ground truth every comparison rests on. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "backends/blas.h"
@@ -10,6 +11,8 @@
 
 typedef struct reference_backend {
     int threads;
+    bool fuse;     /* the config's observe_outputs_only */
+    char description[320]; /* the profile's */
     ld_exec *exec; /* owned; set by prepare */
     const ld_graph *exec_graph; /* borrowed; the graph exec runs */
 } reference_backend;
@@ -20,6 +23,7 @@ static ld_status reference_create(void **state, const ld_backend_config *cfg, ld
     if (!b)
         return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
     b->threads = cfg ? cfg->threads : 0;
+    b->fuse = cfg && cfg->observe_outputs_only;
     if (cfg && cfg->n_options > 0) {
         free(b);
         return ld_error_set(err, LD_ERR_USAGE, "backend 'reference' takes no options (got '%s')",
@@ -36,7 +40,7 @@ static ld_status reference_prepare(void *state, const ld_graph *g, const ld_shap
     reference_backend *b = state;
     ld_exec_destroy(b->exec);
     b->exec = NULL;
-    ld_exec_config cfg = {.threads = b->threads};
+    ld_exec_config cfg = {.threads = b->threads, .fuse = b->fuse};
     b->exec_graph = g;
     return ld_exec_create(&b->exec, g, &cfg, err);
 }
@@ -118,8 +122,11 @@ static ld_status reference_profile(void *state, ld_backend_profile *out, ld_erro
     reference_backend *b = state;
     if (!b->exec)
         return ld_error_set(err, LD_ERR_INTERNAL, "backend 'reference': profile before prepare");
+    const char *fused = ld_exec_fusion_note(b->exec);
+    if (fused)
+        snprintf(b->description, sizeof b->description, "%s; %s", ld_blas_describe(), fused);
     *out = (ld_backend_profile){b->exec_graph->n_nodes, ld_exec_profile(b->exec),
-                                ld_blas_describe()};
+                                fused ? b->description : ld_blas_describe()};
     return LD_OK;
 }
 

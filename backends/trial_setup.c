@@ -151,7 +151,9 @@ static ld_status make_engine(ld_trials *t, const ld_engine_config *cfg, void **o
         return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
     for (int k = 0; k < t->g->n_inputs; k++)
         shapes[k] = t->cfg.inputs[k]->shape;
-    ld_backend_config bc = {.threads = t->cfg.threads, .engine = cfg};
+    /* its runs' observers read graph outputs only (on_verify; NULL) */
+    ld_backend_config bc = {.threads = t->cfg.threads, .engine = cfg,
+                            .observe_outputs_only = true};
     ld_status st = vt->create(out, &bc, err);
     if (st == LD_OK)
         st = vt->prepare(*out, t->g, shapes, err);

@@ -41,6 +41,7 @@ static struct {
     const char *max_memory;
     bool isolate, no_isolate, no_compare;
     bool quiet;
+    bool no_fuse;
 } opt;
 
 /* Comparison (two backends): the flags, and what they give. */
@@ -82,6 +83,9 @@ static const ld_cli_option run_options[] = {
     {"no-isolate", 0, LD_OPT_FLAG, &opt.no_isolate, NULL, "accumulated error only"},
     {"no-compare", 0, LD_OPT_FLAG, &opt.no_compare, NULL,
      "run the backends one after the other without comparing them"},
+    {"no-fuse", 0, LD_OPT_FLAG, &opt.no_fuse, NULL,
+     "compute every layer on its own, storing each output (runs whose observer reads only "
+     "the graph outputs fuse elementwise chains otherwise)"},
     {"quiet", 'q', LD_OPT_FLAG, &opt.quiet, NULL,
      "no progress line on stderr (drawn only on a terminal anyway)"},
     LD_CLI_ENGINE_OPTIONS(engine_flags),
@@ -256,7 +260,17 @@ typedef struct prepared {
 static ld_status prepare_backends(prepared *p, int n, const ld_graph *g, const ld_input_set *in,
                                   ld_error *err)
 {
-    ld_backend_config cfg = {.threads = (int)opt.in.threads};
+    /* Whether every observer `run` gets reads only the graph outputs' data
+     * (backend.h): runs of one backend at a time without a dump of every
+     * layer, and the warm-up runs (ignore_tensor) of a lockstep comparison,
+     * whose real run is stepwise and never fuses. */
+    const ld_backend_vtable *vts[MAX_BACKENDS];
+    for (int i = 0; i < n && i < MAX_BACKENDS; i++)
+        vts[i] = p[i].vt;
+    bool outputs_only = comparing(n) ? lockstep_backends(vts, n) == 2
+                                     : !opt.dump || strcmp(opt.layers, "outputs") == 0;
+    ld_backend_config cfg = {.threads = (int)opt.in.threads,
+                             .observe_outputs_only = outputs_only && !opt.no_fuse};
     for (int i = 0; i < n; i++) {
         double t0 = ld_run_now();
         ld_error_clear(err);

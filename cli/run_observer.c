@@ -107,8 +107,11 @@ static ld_status check_event(ld_run_sink *sink, const ld_tensor_event *ev, ld_er
     const char *problem = NULL;
     if (ev->value < 0 || ev->value >= g->n_values)
         problem = "an event for a value outside the graph";
-    else if (!ev->tensor || (!ev->tensor->data && ev->tensor->nbytes))
-        problem = "an event without tensor data";
+    else if (!ev->tensor || (!ev->tensor->data && ev->tensor->nbytes &&
+                             (g->values[ev->value].is_graph_output || !ev->node ||
+                              (sink->dump && !sink->outputs_only))))
+        problem = "an event without tensor data"; /* allowed for a layer the observer does not
+                                                     read (backend.h, observe_outputs_only) */
     else if (!ld_dtype_is_supported(ev->tensor->dtype))
         problem = "a tensor of a type layerdiff cannot hold";
     else if (ev->node && ((uintptr_t)ev->node < (uintptr_t)g->nodes ||

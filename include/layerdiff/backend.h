@@ -47,7 +47,12 @@ typedef struct ld_tensor_event {
     const ld_node *node;        /* producing node; NULL for graph inputs */
     int output_index;           /* which output of the node */
     int value;                  /* index into graph->values */
-    const ld_tensor *tensor;    /* named as the graph value */
+    const ld_tensor *tensor;    /* named as the graph value. Its data is NULL (shape and
+                                   dtype still set) for a value the backend computed
+                                   without storing it: only in `run` with
+                                   ld_backend_config.observe_outputs_only set, never
+                                   for a graph input or output (elementwise chain
+                                   fusion, docs/architecture.md) */
     ld_precision precision;     /* precision the layer ran in */
     ld_layer_counters counters; /* present only when the backend counts */
 } ld_tensor_event;
@@ -60,6 +65,15 @@ typedef struct ld_backend_config {
     int n_options;
     const char *const *options;     /* backend-specific "key=value" strings */
     const void *engine;             /* emulated backend: its precision config; else NULL */
+    /* Added after ABI 3's first release, at the end so that plugins built
+     * before it read the fields above unchanged (they never see it). True
+     * when the observers passed to `run` read tensor data only of graph
+     * outputs (and of graph inputs): the backend may then compute several
+     * nodes at once without storing the values between them, and shows such
+     * a value to the observer with tensor->data NULL. Every node output is
+     * still reported, in topological order, with its counters. The stepwise
+     * slots and run_node_on are not affected. false: every event has data. */
+    bool observe_outputs_only;
 } ld_backend_config;
 
 /* Where one node's time went in a run (for `layerdiff run --profile`). */
