@@ -16,6 +16,7 @@
  * event. Graph outputs leave in the type the model declares.
  *
  * This file is the vtable; emulated_internal.h says where the rest is. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +66,8 @@ static void release_prepared(ld_emulated_backend *b)
     b->wrap = NULL;
     free(b->fused.tally);
     b->fused = (ld_emu_fused){0};
+    free(b->fuse);
+    b->fuse = NULL;
 }
 
 static ld_status emulated_create(void **state, const ld_backend_config *cfg, ld_error *err)
@@ -77,6 +80,7 @@ static ld_status emulated_create(void **state, const ld_backend_config *cfg, ld_
     if (!b)
         return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
     b->threads = cfg ? cfg->threads : 0;
+    b->fuse_allowed = cfg && cfg->observe_outputs_only;
     b->shown_value = -1;
     ld_status st = LD_OK;
     if (cfg && cfg->engine)
@@ -104,6 +108,9 @@ static ld_status prepare_nodes(ld_emulated_backend *b, ld_error *err)
     b->nodes = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *b->nodes);
     b->values = calloc((size_t)(g->n_values ? g->n_values : 1), sizeof *b->values);
     b->fused.tally = calloc((size_t)max_outputs, sizeof *b->fused.tally);
+    b->fuse = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *b->fuse);
+    if (!b->fuse)
+        return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
     b->fused.max_outputs = max_outputs;
     if (!b->nodes || !b->values || !b->fused.tally)
         return ld_error_set(err, LD_ERR_NOMEM, "out of memory");
@@ -132,8 +139,9 @@ static ld_status emulated_prepare(void *state, const ld_graph *g, const ld_shape
         st = ld_error_set(err, LD_ERR_NOMEM, "out of memory");
     if (st == LD_OK) {
         ld_exec_hooks hooks = {b, emu_layer_numerics, ld_emu_before_compute,
-                               ld_emu_after_compute};
-        ld_exec_config cfg = {.threads = b->threads, .hooks = &hooks};
+                               ld_emu_after_compute, ld_emu_fuse_accept, ld_emu_fuse_before,
+                               ld_emu_fuse_after};
+        ld_exec_config cfg = {.threads = b->threads, .hooks = &hooks, .fuse = b->fuse_allowed};
         st = ld_exec_create(&b->exec, g, &cfg, err);
     }
     if (st != LD_OK)
@@ -231,7 +239,11 @@ static ld_status emulated_profile(void *state, ld_backend_profile *out, ld_error
     ld_emulated_backend *b = state;
     if (!b->exec)
         return ld_error_set(err, LD_ERR_INTERNAL, "backend 'emulated': profile before prepare");
-    *out = (ld_backend_profile){b->graph->n_nodes, ld_exec_profile(b->exec), ld_blas_describe()};
+    const char *fused = ld_exec_fusion_note(b->exec);
+    if (fused)
+        snprintf(b->description, sizeof b->description, "%s; %s", ld_blas_describe(), fused);
+    *out = (ld_backend_profile){b->graph->n_nodes, ld_exec_profile(b->exec),
+                                fused ? b->description : ld_blas_describe()};
     return LD_OK;
 }
 

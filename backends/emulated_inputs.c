@@ -201,3 +201,36 @@ ld_status ld_emu_before_compute(void *user, ld_kernel_ctx *ctx, const ld_tensor 
     ld_emu_offer_rounding(b, ctx);
     return LD_OK;
 }
+
+/* Like before_compute for a node of a fused chain (exec_fuse.c; accepted by
+ * ld_emu_fuse_accept, so an emulated layer whose output the chain rounds
+ * through round_block): inputs from outside the chain are rounded (or
+ * taken from the constant cache) and scanned as round_input does; the
+ * chain's own inputs (NULL) are values of the producer's precision, exact
+ * in this layer's (accept checked), whose NaN/inf flags are known only
+ * after the chain: ld_emu_fuse_after adds them. */
+ld_status ld_emu_fuse_before(void *user, ld_kernel_ctx *ctx, const ld_tensor **inputs,
+                             ld_error *err)
+{
+    (void)err;
+    ld_emulated_backend *b = user;
+    const ld_node *node = ctx->node;
+    const ld_layer_plan *lp = &b->plan->layers[node->index];
+    ld_emu_fuse_node *f = &b->fuse[node->index];
+    b->in_nan = b->in_inf = false;
+    b->fused.ctx = NULL;
+    for (int j = 0; j < node->n_inputs; j++) {
+        if (!inputs[j] || !ld_engine_is_rounded_type(inputs[j]->dtype) ||
+            ld_emu_is_parameter_input(node, j))
+            continue;
+        ld_status st = round_input(b, ctx, inputs, j, true);
+        if (st != LD_OK)
+            return st;
+    }
+    *f = (ld_emu_fuse_node){.b = b, .precision = ld_emu_precision_of_type(lp->output_type),
+                            .round = ctx->numerics->round, .in_nan = b->in_nan,
+                            .in_inf = b->in_inf};
+    ctx->round_block = ld_emu_fuse_round_block;
+    ctx->round_user = f;
+    return LD_OK;
+}

@@ -55,6 +55,17 @@ typedef struct ld_emu_fused {
     int max_outputs;
 } ld_emu_fused;
 
+/* A node of a fused elementwise chain (exec_fuse.c): its output rounding,
+ * done per block by the chain (round_user of ld_emu_fuse_round_block), what
+ * it counted and what its inputs from outside the chain held. */
+typedef struct ld_emu_fuse_node {
+    struct ld_emulated_backend *b;
+    ld_precision precision;    /* the layer's output type as a precision */
+    ld_round_options round;
+    ld_emu_tally tally;        /* added to from the chain's threads (atomically) */
+    bool in_nan, in_inf;       /* inputs from outside the chain hold NaN / +-inf */
+} ld_emu_fuse_node;
+
 struct ld_emu_observe_wrap;
 
 typedef struct ld_emulated_backend {
@@ -72,6 +83,9 @@ typedef struct ld_emulated_backend {
     bool observing;             /* the run has an observer */
     ld_emu_fused fused;         /* owned tally array */
     bool unfused;               /* ld_emulated_set_fused_rounding(false): no round_block */
+    ld_emu_fuse_node *fuse;     /* owned, per node: chain fusion state */
+    bool fuse_allowed;          /* the config's observe_outputs_only */
+    char description[320];      /* the profile's */
     ld_exec *exec;              /* owned */
     struct ld_emu_observe_wrap *wrap; /* owned; the stepwise run's observer */
 } ld_emulated_backend;
@@ -105,6 +119,16 @@ ld_status ld_emu_before_compute(void *user, ld_kernel_ctx *ctx, const ld_tensor 
                                 ld_error *err);
 ld_status ld_emu_after_compute(void *user, ld_kernel_ctx *ctx, ld_tensor **outputs,
                                ld_layer_counters *counters, ld_error *err);
+
+/* Elementwise chain fusion (exec.h's fuse_* hooks): before (emulated_inputs.c),
+ * accept and after (emulated_outputs.c). */
+ld_status ld_emu_fuse_before(void *user, ld_kernel_ctx *ctx, const ld_tensor **inputs,
+                             ld_error *err);
+bool ld_emu_fuse_accept(void *user, const ld_node *node, const bool *chain_input);
+ld_status ld_emu_fuse_after(void *user, ld_kernel_ctx *ctx, ld_tensor **outputs,
+                            ld_layer_counters *counters, ld_error *err);
+/* round_block of a fused node: user is its ld_emu_fuse_node. */
+void ld_emu_fuse_round_block(void *user, int output, float *block, int64_t n);
 
 /* --- outputs (emulated_outputs.c) --------------------------------------------------- */
 

@@ -285,6 +285,91 @@ ld_status ld_emu_after_compute(void *user, ld_kernel_ctx *ctx, ld_tensor **outpu
     return LD_OK;
 }
 
+/* --- fused chains (exec_fuse.c) ------------------------------------------------------- */
+
+void ld_emu_fuse_round_block(void *user, int output, float *block, int64_t n)
+{
+    (void)output;
+    ld_emu_fuse_node *f = user;
+    ld_emu_tally t = {0};
+    ld_emu_round_block(block, block, NULL, n, f->precision, &f->round, &t);
+    add_atomic(&f->tally.overflows, t.overflows);
+    add_atomic(&f->tally.underflows, t.underflows);
+    add_atomic(&f->tally.subnormals, t.subnormals);
+    add_atomic(&f->tally.src_infs, t.src_infs);
+    add_atomic(&f->tally.src_nans, t.src_nans);
+}
+
+/* A node may join a chain when the chain can do exactly what the unfused
+ * run does: an emulated layer whose float32 output the kernel would round
+ * through round_block (ld_emu_offer_rounding's conditions), not a graph
+ * output converted to a declared type, and whose inputs from the chain need
+ * no rounding (round_input would use them as they are: no flushing, the
+ * producer's output precision within this layer's). */
+bool ld_emu_fuse_accept(void *user, const ld_node *node, const bool *chain_input)
+{
+    ld_emulated_backend *b = user;
+    const ld_graph *g = b->graph;
+    const ld_layer_plan *lp = &b->plan->layers[node->index];
+    const ld_layer_numerics *num = ld_exec_node_numerics(b->exec, node->index);
+    if (b->unfused || !lp->emulated ||
+        !(b->nodes[node->index].kernel_flags & LD_KERNEL_WIDEN_HALF) ||
+        !ld_engine_is_rounded_type(lp->output_type))
+        return false;
+    /* a graph output delivered as float32 stays the float32 tensor the chain
+       wrote (deliver changes nothing then); another type needs a conversion */
+    ld_dtype d = delivered_type(g, lp, node->outputs[0]);
+    if (d != LD_DTYPE_UNDEFINED && d != LD_DTYPE_FLOAT32)
+        return false;
+    for (int j = 0; j < node->n_inputs && j < 3; j++) {
+        if (!chain_input[j])
+            continue;
+        const ld_layer_plan *from = &b->plan->layers[g->values[node->inputs[j]].producer];
+        if (num->round.flush_denormals || ld_emu_is_parameter_input(node, j) ||
+            !from->emulated || !ld_engine_is_rounded_type(from->output_type) ||
+            !ld_emu_precision_within(ld_emu_precision_of_type(from->output_type),
+                                     num->precision))
+            return false;
+    }
+    return true;
+}
+
+/* after_compute for a fused node, in node order: its counters from its
+ * blocks' tally, as after_compute counts a kernel-rounded output; the NaN /
+ * inf of its chain inputs from their producers' flags (set just before). */
+ld_status ld_emu_fuse_after(void *user, ld_kernel_ctx *ctx, ld_tensor **outputs,
+                            ld_layer_counters *counters, ld_error *err)
+{
+    (void)err;
+    (void)outputs;
+    ld_emulated_backend *b = user;
+    const ld_node *node = ctx->node;
+    const ld_layer_plan *lp = &b->plan->layers[node->index];
+    const ld_emu_fuse_node *f = &b->fuse[node->index];
+    bool in_nan = f->in_nan, in_inf = f->in_inf;
+    for (int j = 0; j < node->n_inputs; j++) {
+        if (ctx->inputs[j] || node->inputs[j] < 0)
+            continue;
+        unsigned char flags = b->values[node->inputs[j]].flags;
+        in_nan |= (flags & LD_EMU_VALUE_NAN) != 0;
+        in_inf |= (flags & LD_EMU_VALUE_INF) != 0;
+    }
+    const ld_emu_tally *t = &f->tally;
+    counters->present = true;
+    counters->overflows += t->overflows + (!in_inf ? t->src_infs : 0);
+    counters->nans_created += !in_nan ? t->src_nans : 0;
+    counters->underflows += t->underflows;
+    counters->subnormals += t->subnormals;
+    ld_emu_value *vs = &b->values[node->outputs[0]];
+    vs->exact = (int)f->precision;
+    vs->flags = (unsigned char)(LD_EMU_VALUE_KNOWN | (t->src_nans ? LD_EMU_VALUE_NAN : 0) |
+                                (t->src_infs + t->overflows ? LD_EMU_VALUE_INF : 0));
+    vs->show_as = lp->output_type != LD_DTYPE_FLOAT32 ? lp->output_type : LD_DTYPE_UNDEFINED;
+    if (delivered_type(ctx->graph, lp, node->outputs[0]) != LD_DTYPE_UNDEFINED)
+        vs->show_as = LD_DTYPE_UNDEFINED; /* deliver: already the declared float32 */
+    return LD_OK;
+}
+
 /* --- what observers see: the events ---------------------------------------------------- */
 
 /* A float32 tensor holding half values, as a tensor of that half type
@@ -320,7 +405,12 @@ static ld_status emu_observe(void *user, const ld_tensor_event *ev, ld_error *er
     if (!ev->node || vs->show_as == LD_DTYPE_UNDEFINED || ev->tensor->dtype != LD_DTYPE_FLOAT32)
         return w->inner(w->user, ev, err);
     ld_tensor *shown = NULL;
-    ld_status st = show_tensor(w->b, ev->tensor, ev->value, vs->show_as, &shown, err);
+    ld_status st;
+    if (!ev->tensor->data) /* a fused chain's value, not stored: its type, no data */
+        st = ld_tensor_wrap(&shown, ev->tensor->name, vs->show_as, &ev->tensor->shape, NULL,
+                            err);
+    else
+        st = show_tensor(w->b, ev->tensor, ev->value, vs->show_as, &shown, err);
     if (st != LD_OK)
         return st;
     ld_tensor_event copy = *ev;

@@ -130,7 +130,7 @@ static ld_status add_scratch(ld_exec *e, ld_tensor *t, ld_error *err)
     return LD_OK;
 }
 
-static void release_scratch(ld_exec *e)
+void ld_exec_release_scratch(ld_exec *e)
 {
     for (int i = 0; i < e->n_scratch; i++)
         ld_exec_release_tensor(e, e->scratch[i]);
@@ -341,8 +341,7 @@ ld_status ld_exec_create(ld_exec **out, const ld_graph *g, const ld_exec_config 
     e->threads = cfg && cfg->threads > 0 ? cfg->threads : default_threads();
     if (cfg && cfg->hooks)
         e->hooks = *cfg->hooks;
-    e->fuse = cfg && cfg->fuse && ld_exec_fusion_allowed(e->hooks.before_compute ||
-                                                          e->hooks.after_compute);
+    e->fuse = cfg && cfg->fuse && ld_exec_fusion_allowed(&e->hooks);
     size_t nv = (size_t)(g->n_values ? g->n_values : 1);
     e->nodes = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *e->nodes);
     e->slots = calloc(nv, sizeof *e->slots);
@@ -384,7 +383,7 @@ void ld_exec_destroy(ld_exec *e)
             ld_tensor_destroy(e->nodes[i].folded); /* borrowed data: not freed */
         }
     }
-    release_scratch(e);
+    ld_exec_release_scratch(e);
     if (e->slots && e->owned) { /* either may be NULL when create ran out of memory */
         for (int v = 0; v < e->graph->n_values; v++)
             if (e->owned[v])
@@ -426,10 +425,11 @@ void ld_exec_set_fusion(int mode)
     fusion_mode = mode;
 }
 
-bool ld_exec_fusion_allowed(bool hooked)
+bool ld_exec_fusion_allowed(const ld_exec_hooks *h)
 {
     int mode = fusion_mode >= 0 ? fusion_mode : LD_EXEC_FUSE_DEFAULT;
-    return mode == 1 && !hooked;
+    bool hooked = h->before_compute || h->after_compute;
+    return mode == 1 && (!hooked || (h->fuse_accept && h->fuse_before && h->fuse_after));
 }
 
 int ld_exec_fused_nodes(const ld_exec *e)
@@ -685,7 +685,7 @@ ld_status ld_exec_compute_node(ld_exec *e, int i, ld_layer_counters *counters,
     }
     if (st == LD_OK && e->hooks.after_compute)
         st = e->hooks.after_compute(e->hooks.user, &ctx, outputs, counters, err);
-    release_scratch(e);
+    ld_exec_release_scratch(e);
     if (st != LD_OK) {
         ld_exec_release_outputs(e, node, outputs);
         return st;

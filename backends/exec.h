@@ -42,6 +42,23 @@ typedef struct ld_exec_hooks {
      * the hook converts them. NULL: nothing. */
     ld_status (*after_compute)(void *user, ld_kernel_ctx *ctx, ld_tensor **outputs,
                                ld_layer_counters *counters, ld_error *err);
+    /* Elementwise chain fusion with hooks (exec_fuse.c); an executor with
+     * hooks fuses only when all three are set. fuse_accept: may the node
+     * join a chain, chain_input[j] saying which of its inputs the chain
+     * computes without storing them? Called when planning, every run.
+     * fuse_before: for each node of a chosen chain, in order, before any
+     * computes: like before_compute (inputs[j] NULL for chain inputs; may
+     * replace the others and add to ctx->counters) and may set
+     * ctx->round_block / round_user, which the chain then calls for every
+     * block of the node's output right after computing it (output 0,
+     * float32, from any thread; the block is what the next node reads).
+     * fuse_after: for each node in order once the chain has computed: like
+     * after_compute; outputs[0] is NULL when the value was not stored. */
+    bool (*fuse_accept)(void *user, const ld_node *node, const bool *chain_input);
+    ld_status (*fuse_before)(void *user, ld_kernel_ctx *ctx, const ld_tensor **inputs,
+                             ld_error *err);
+    ld_status (*fuse_after)(void *user, ld_kernel_ctx *ctx, ld_tensor **outputs,
+                            ld_layer_counters *counters, ld_error *err);
 } ld_exec_hooks;
 
 typedef struct ld_exec_config {
@@ -58,10 +75,10 @@ typedef struct ld_exec_config {
 /* Whether chain fusion happens when a config asks for it: LD_EXEC_FUSE_DEFAULT
  * unless ld_exec_set_fusion chose (for tests and --no-fuse comparisons):
  * mode 1 always, 0 never, -1 back to the default. Read at ld_exec_create.
- * Executors with compute hooks (the emulated engine) do not fuse yet. */
-#define LD_EXEC_FUSE_DEFAULT 0
+ * Executors with compute hooks fuse only when they offer the fuse_* hooks. */
+#define LD_EXEC_FUSE_DEFAULT 1
 void ld_exec_set_fusion(int mode);
-bool ld_exec_fusion_allowed(bool hooked);
+bool ld_exec_fusion_allowed(const ld_exec_hooks *hooks);
 
 /* "N elementwise nodes fused into M chains (...)" about the last run, or
  * NULL when it fused nothing. Borrowed, valid until the next call. */

@@ -125,6 +125,12 @@ typedef struct step {
     int last_read;    /* last step reading it, -1 none */
     ld_tensor *out;   /* keep: the tensor (new until installed in the slot) */
     int donor;        /* keep: the dying value whose buffer out took, or -1 */
+    /* with hooks: the node's inputs as fuse_before left them (NULL: a chain
+       value), its counters, and the block rounding it asked for */
+    const ld_tensor *ins[3];
+    ld_layer_counters counters;
+    void (*round_block)(void *user, int output, float *block, int64_t n);
+    void *round_user;
 } step;
 
 typedef struct chain {
@@ -240,6 +246,13 @@ static bool add_step(const ld_exec *e, chain *c, int i)
     if (s->op == LD_FUSE_CLIP && node->opset >= 11 &&
         (!clip_bound(e, node, 1, &s->a) || !clip_bound(e, node, 2, &s->b)))
         return false;
+    if (e->hooks.fuse_accept) { /* the backend's say (the emulated engine's rounding) */
+        bool chain_input[3] = {false, false, false};
+        for (int j = 0; j < s->n_args; j++)
+            chain_input[j] = s->args[j].kind == ARG_STEP;
+        if (!e->hooks.fuse_accept(e->hooks.user, node, chain_input))
+            return false;
+    }
     for (int j = 0; j < s->n_args; j++)
         if (s->args[j].kind == ARG_CHAN)
             c->channels = c->shape.dims[1];
@@ -416,6 +429,83 @@ static ld_status allocate_outputs(ld_exec *e, chain *c, ld_error *err)
     return LD_OK;
 }
 
+static ld_kernel_ctx step_ctx(ld_exec *e, step *s, ld_tensor **outputs, ld_error *err)
+{
+    const ld_node *node = &e->graph->nodes[s->node];
+    exec_node *xn = &e->nodes[s->node];
+    return (ld_kernel_ctx){
+        .graph = e->graph, .node = node, .n_inputs = node->n_inputs, .inputs = s->ins,
+        .n_outputs = 1, .outputs = outputs, .state = xn->state, .threads = e->threads,
+        .numerics = &xn->numerics, .counters = &s->counters, .err = err, .exec = e,
+    };
+}
+
+/* fuse_before for every node, in order; then the arguments read from the
+ * inputs as the hook left them (rounded constants, rounded copies). */
+static ld_status hooks_before(ld_exec *e, chain *c, ld_error *err)
+{
+    const ld_graph *g = e->graph;
+    for (int i = c->s[0].node; i <= c->last_node; i++) /* Constants the chain reads */
+        if (e->nodes[i].folded)
+            e->slots[g->nodes[i].outputs[0]] = e->nodes[i].folded;
+    for (int k = 0; k < c->n; k++) {
+        step *s = &c->s[k];
+        const ld_node *node = &g->nodes[s->node];
+        for (int j = 0; j < node->n_inputs && j < 3; j++) {
+            int v = node->inputs[j];
+            s->ins[j] = NULL;
+            if (v < 0 || (j < s->n_args && s->args[j].kind == ARG_STEP))
+                continue;
+            const ld_tensor *t = constant_tensor(e, v);
+            s->ins[j] = t ? t : e->slots[v];
+        }
+        ld_tensor *none = NULL;
+        ld_kernel_ctx ctx = step_ctx(e, s, &none, err);
+        ld_status st = e->hooks.fuse_before(e->hooks.user, &ctx, s->ins, err);
+        if (st != LD_OK)
+            return st;
+        s->round_block = ctx.round_block;
+        s->round_user = ctx.round_user;
+        for (int j = 0; j < s->n_args; j++) {
+            arg *a = &s->args[j];
+            const ld_tensor *t = s->ins[j];
+            if (a->kind == ARG_STEP)
+                continue;
+            if (!t || t->dtype != LD_DTYPE_FLOAT32 || !t->data)
+                return ld_error_set(err, LD_ERR_INTERNAL, "node '%s': fused input %d changed",
+                                    node->name, j);
+            if (a->kind == ARG_SCALAR)
+                a->scalar = ((const float *)t->data)[0];
+            else
+                a->ptr = t->data;
+        }
+        if (s->op == LD_FUSE_CLIP && node->opset >= 11) {
+            if (node->n_inputs > 1 && s->ins[1])
+                s->a = ((const float *)s->ins[1]->data)[0];
+            if (node->n_inputs > 2 && s->ins[2])
+                s->b = ((const float *)s->ins[2]->data)[0];
+        }
+    }
+    return LD_OK;
+}
+
+/* fuse_after for every node, in order. */
+static ld_status hooks_after(ld_exec *e, chain *c, ld_error *err)
+{
+    for (int k = 0; k < c->n; k++) {
+        step *s = &c->s[k];
+        ld_tensor *outputs[1] = {s->keep ? s->out : NULL};
+        ld_kernel_ctx ctx = step_ctx(e, s, outputs, err);
+        ld_status st = e->hooks.fuse_after(e->hooks.user, &ctx, outputs, &s->counters, err);
+        if (st != LD_OK)
+            return st;
+        if (outputs[0] != (s->keep ? s->out : NULL))
+            return ld_error_set(err, LD_ERR_INTERNAL, "node '%s': fused output replaced",
+                                e->graph->nodes[s->node].name);
+    }
+    return LD_OK;
+}
+
 /* Block `b` of the chain: plane b / per, offset (b % per) * FUSE_BLOCK. */
 static void run_block(const chain *c, int64_t b, int64_t per, float (*bufs)[FUSE_BLOCK])
 {
@@ -438,6 +528,8 @@ static void run_block(const chain *c, int64_t b, int64_t per, float (*bufs)[FUSE
         }
         float *d = s->keep ? (float *)s->out->data + at : bufs[s->buf];
         ld_fuse_apply(s->op, d, x[0], x[1], s->a, s->b, n);
+        if (s->round_block) /* the backend rounds it before the next node reads it */
+            s->round_block(s->round_user, 0, d, n);
         where[k] = d;
     }
 }
@@ -488,15 +580,15 @@ static ld_status show(ld_exec *e, chain *c, int first, ld_tensor_observer observ
             e->owned[s->value] = true;
             s->out = NULL;
             st = ld_exec_observe(e, node, 0, s->value, e->slots[s->value],
-                                 &e->nodes[i].numerics, &counters, observer, user, err);
+                                 &e->nodes[i].numerics, &s->counters, observer, user, err);
             continue;
         }
         ld_tensor *shown = NULL;
         st = ld_tensor_wrap(&shown, g->values[s->value].name, LD_DTYPE_FLOAT32, &c->shape, NULL,
                             err);
         if (st == LD_OK)
-            st = ld_exec_observe(e, node, 0, s->value, shown, &e->nodes[i].numerics, &counters,
-                                 observer, user, err);
+            st = ld_exec_observe(e, node, 0, s->value, shown, &e->nodes[i].numerics,
+                                 &s->counters, observer, user, err);
         ld_tensor_destroy(shown);
     }
     return st;
@@ -512,9 +604,15 @@ ld_status ld_exec_fuse_run(ld_exec *e, int i, ld_tensor_observer observer, void 
         return LD_OK;
     double started = now_seconds();
     e->current = &e->graph->nodes[i]; /* for the --max-memory message */
-    ld_status st = allocate_outputs(e, &c, err);
+    bool hooked = e->hooks.fuse_before != NULL;
+    ld_status st = hooked ? hooks_before(e, &c, err) : LD_OK;
+    if (st == LD_OK)
+        st = allocate_outputs(e, &c, err);
     if (st == LD_OK)
         compute(e, &c);
+    if (st == LD_OK && hooked)
+        st = hooks_after(e, &c, err);
+    ld_exec_release_scratch(e);
     for (int k = 0; k < c.n; k++) { /* the donors' tensors no longer hold their buffers */
         if (c.s[k].donor >= 0 && st == LD_OK)
             e->slots[c.s[k].donor]->data = NULL;

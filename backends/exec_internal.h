@@ -70,6 +70,8 @@ struct ld_exec {
     char fuse_note[160];
 };
 
+/* Frees the scratch tensors of the node (or chain) just run. */
+void ld_exec_release_scratch(ld_exec *e);
 /* Returns t's buffer to the pool and frees the tensor. NULL is a no-op. */
 void ld_exec_release_tensor(ld_exec *e, ld_tensor *t);
 /* Releases outputs[0..node->n_outputs) and sets them to NULL. */

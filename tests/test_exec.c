@@ -605,7 +605,7 @@ static void test_hooks(void **state)
     ob_output(m->graph, "y", FLOAT);
     ld_graph *g = ob_load_ok(m);
     int calls[2] = {0, 0};
-    ld_exec_hooks hooks = {calls, hook_numerics, hook_before, hook_after};
+    ld_exec_hooks hooks = {calls, hook_numerics, hook_before, hook_after, NULL, NULL, NULL};
     ld_exec_config cfg = {.threads = 1, .hooks = &hooks};
     ld_exec *e = NULL;
     ld_error err;

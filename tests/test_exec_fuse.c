@@ -23,6 +23,8 @@
 #include <string.h>
 
 #include "backends/exec.h"
+#include "layerdiff/engine.h"
+#include "tests/support/emulated_testing.h"
 #include "tests/support/onnx_builder.h"
 
 #define T(f) cmocka_unit_test_teardown(f, ob_teardown)
@@ -87,7 +89,16 @@ static float from_bits(uint32_t u)
 
 /* Values in [-8, 8] with NaNs of two payloads and signs, infinities, zeros
  * of both signs, subnormals, the Clip/HardSwish edges and huge values. */
+static void fill_mode(ld_tensor *t, uint32_t seed, bool finite);
+
 static void fill(ld_tensor *t, uint32_t seed)
+{
+    fill_mode(t, seed, false);
+}
+
+/* finite: no NaN or infinity in the input (they then come from the chain,
+ * and the engine counts them as created). */
+static void fill_mode(ld_tensor *t, uint32_t seed, bool finite)
 {
     float *x = t->data;
     for (int64_t i = 0; i < t->count; i++) {
@@ -106,8 +117,12 @@ static void fill(ld_tensor *t, uint32_t seed)
         case 9: x[i] = -3.0f; break;
         case 10: x[i] = 6.0f; break;
         case 11: x[i] = 3e38f; break;
+        case 12: x[i] = 3e-6f; break;     /* float16 subnormal */
+        case 13: x[i] = 70000.0f; break;  /* beyond float16 */
         default: x[i] = r; break;
         }
+        if (finite && !isfinite(x[i]))
+            x[i] = i % 2 ? 3e38f : -2e38f;
     }
 }
 
@@ -471,6 +486,170 @@ static void test_profile_split(void **state)
     ld_graph_destroy((ld_graph *)g);
 }
 
+/* --- the emulated engine --------------------------------------------------------------- */
+
+typedef struct emu_capture {
+    capture cap;
+    ld_dtype dtype[MAX_EVENTS];
+    ld_precision precision[MAX_EVENTS];
+    ld_layer_counters counters[MAX_EVENTS];
+} emu_capture;
+
+static ld_status emu_event(void *user, const ld_tensor_event *ev, ld_error *err)
+{
+    emu_capture *c = user;
+    int i = c->cap.n;
+    assert_true(i < MAX_EVENTS);
+    c->dtype[i] = ev->tensor->dtype;
+    c->precision[i] = ev->precision;
+    c->counters[i] = ev->counters;
+    return capture_event(&c->cap, ev, err);
+}
+
+/* Runs g twice on the emulated engine (cfg), fused or not; the last run's
+ * events in *c. Returns whether the profile says it fused. */
+static bool emu_run(const ld_graph *g, const ld_engine_config *cfg, ld_tensor *const *inputs,
+                    int threads, bool fuse, emu_capture *c)
+{
+    const ld_backend_vtable *vt = ld_backend_find("emulated");
+    assert_non_null(vt);
+    ld_backend_config bc = {.threads = threads, .engine = cfg, .observe_outputs_only = fuse};
+    void *state = NULL;
+    ld_error err;
+    ld_exec_set_fusion(1); /* the config's flag decides */
+    assert_int_equal(vt->create(&state, &bc, &err), LD_OK);
+    ld_shape shapes[4];
+    for (int k = 0; k < g->n_inputs; k++)
+        shapes[k] = inputs[k]->shape;
+    if (vt->prepare(state, g, shapes, &err) != LD_OK)
+        fail_msg("prepare: %s", err.message);
+    ld_exec_set_fusion(-1);
+    for (int rep = 0; rep < 2; rep++) { /* the second with the constants cached */
+        capture_free(&c->cap);
+        if (vt->run(state, (const ld_tensor *const *)inputs, emu_event, c, &err) != LD_OK)
+            fail_msg("run: %s", err.message);
+    }
+    ld_backend_profile prof;
+    assert_int_equal(vt->profile(state, &prof, &err), LD_OK);
+    bool fused = prof.description && strstr(prof.description, "fused") != NULL;
+    vt->destroy(state);
+    return fused;
+}
+
+/* Values, types, precisions and every counter the same fused and unfused. */
+static void emu_compare(const ld_graph *g, const ld_engine_config *cfg, ld_tensor *const *inputs,
+                        int threads, bool want_fused)
+{
+    emu_capture plain = {0}, fused = {0};
+    assert_false(emu_run(g, cfg, inputs, threads, false, &plain));
+    assert_int_equal(emu_run(g, cfg, inputs, threads, true, &fused), want_fused);
+    assert_int_equal(plain.cap.n, fused.cap.n);
+    int nulls = 0;
+    for (int i = 0; i < plain.cap.n; i++) {
+        const char *name = plain.cap.names[i];
+        assert_string_equal(name, fused.cap.names[i]);
+        assert_false(plain.cap.null_data[i]);
+        nulls += fused.cap.null_data[i];
+        if (plain.dtype[i] != fused.dtype[i] || plain.precision[i] != fused.precision[i])
+            fail_msg("'%s': dtype/precision differ", name);
+        const ld_layer_counters *a = &plain.counters[i], *b = &fused.counters[i];
+        if (a->present != b->present || a->overflows != b->overflows ||
+            a->nans_created != b->nans_created || a->underflows != b->underflows ||
+            a->subnormals != b->subnormals || a->partial_overflows != b->partial_overflows)
+            fail_msg("'%s': counters differ: overflows %lld/%lld nans %lld/%lld underflows "
+                     "%lld/%lld subnormals %lld/%lld", name, (long long)a->overflows,
+                     (long long)b->overflows, (long long)a->nans_created,
+                     (long long)b->nans_created, (long long)a->underflows,
+                     (long long)b->underflows, (long long)a->subnormals,
+                     (long long)b->subnormals);
+    }
+    assert_true(want_fused ? nulls > 0 : nulls == 0);
+    assert_int_equal(plain.cap.n_outputs, fused.cap.n_outputs);
+    for (int k = 0; k < plain.cap.n_outputs; k++) {
+        const ld_tensor *x = plain.cap.outputs[k], *y = fused.cap.outputs[k];
+        assert_int_equal(x->dtype, y->dtype);
+        assert_int_equal(x->nbytes, y->nbytes);
+        if (memcmp(x->data, y->data, x->nbytes) != 0)
+            fail_msg("output '%s' differs", x->name);
+    }
+    capture_free(&plain.cap);
+    capture_free(&fused.cap);
+}
+
+static void emu_case(bool fp16, bool bf16, bool flush, int threads)
+{
+    int64_t n = threads > 1 ? 2 : 1, c = 4, h = 97, w = 91;
+    const ld_graph *g = det_like(n, c, h, w);
+    int64_t dims[4] = {n, c, h, w};
+    ld_tensor *x = tensor("x", 4, dims);
+    ld_engine_config cfg;
+    ld_engine_config_init(&cfg);
+    cfg.fp16 = fp16;
+    cfg.bf16 = bf16;
+    cfg.flush_denormals = flush;
+    /* flushing rounds every input again: chains never form */
+    for (int finite = 0; finite < 2; finite++) {
+        fill_mode(x, 21, finite);
+        emu_compare(g, &cfg, &x, threads, !flush);
+    }
+    ld_engine_config_clear(&cfg);
+    ld_tensor_destroy(x);
+    ld_graph_destroy((ld_graph *)g);
+}
+
+static void test_emulated_fp16(void **state)
+{
+    (void)state;
+    emu_case(true, false, false, 1);
+    emu_case(true, false, false, 2);
+}
+
+static void test_emulated_bf16(void **state)
+{
+    (void)state;
+    emu_case(false, true, false, 1);
+    emu_case(false, true, false, 2);
+}
+
+static void test_emulated_flush(void **state)
+{
+    (void)state;
+    emu_case(true, false, true, 1);
+}
+
+/* The live-input graph in fp16: residual, SE-style per-channel tensor. */
+static void test_emulated_live_inputs(void **state)
+{
+    (void)state;
+    Onnx__ModelProto *m = ob_model();
+    Onnx__GraphProto *g = m->graph;
+    int64_t dims[4] = {1, 8, 33, 35};
+    ob_input(g, "x", FLOAT, 4, dims);
+    ob_input(g, "z", FLOAT, 4, dims);
+    add_scalar(g, "half", 0.5f);
+    ob_node(g, "GlobalAveragePool", "gap", "x", "gap");
+    ob_node(g, "HardSigmoid", "hs", "gap", "hs");
+    ob_node(g, "Relu", "rz", "z", "rz");
+    ob_node(g, "Mul", "se", "x,hs", "se");
+    ob_node(g, "Add", "res", "se,rz", "res");
+    ob_node(g, "Mul", "mh", "half,res", "mh");
+    ob_node(g, "Div", "dv", "x,mh", "dv");
+    ob_node(g, "Add", "y", "dv,rz", "y");
+    ob_output(g, "y", FLOAT);
+    const ld_graph *graph = ob_load_ok(m);
+    ld_tensor *in[2] = {tensor("x", 4, dims), tensor("z", 4, dims)};
+    fill(in[0], 31);
+    fill(in[1], 32);
+    ld_engine_config cfg;
+    ld_engine_config_init(&cfg);
+    cfg.fp16 = true;
+    emu_compare(graph, &cfg, in, 1, true);
+    ld_engine_config_clear(&cfg);
+    ld_tensor_destroy(in[0]);
+    ld_tensor_destroy(in[1]);
+    ld_graph_destroy((ld_graph *)graph);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -482,5 +661,14 @@ int main(void)
         T(test_fusion_only_when_allowed),
         T(test_profile_split),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const struct CMUnitTest emulated[] = {
+        T(test_emulated_fp16),
+        T(test_emulated_bf16),
+        T(test_emulated_flush),
+        T(test_emulated_live_inputs),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    /* every counting level of the emulated engine this CPU has */
+    return failed + emt_run_every_level("emulated chains", emulated,
+                                        sizeof emulated / sizeof emulated[0]);
 }
