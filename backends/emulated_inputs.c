@@ -232,5 +232,8 @@ ld_status ld_emu_fuse_before(void *user, ld_kernel_ctx *ctx, const ld_tensor **i
                             .in_inf = b->in_inf};
     ctx->round_block = ld_emu_fuse_round_block;
     ctx->round_user = f;
+    /* float16 without flushing: normal float16 values and zeros round to
+     * themselves and count nothing, so the chain may round those itself */
+    ctx->round_fp16_inline = f->precision == LD_PRECISION_FP16 && !f->round.flush_denormals;
     return LD_OK;
 }

@@ -37,10 +37,14 @@
 #include "backends/kernels/kernel_util.h"
 #include "layerdiff/memory.h"
 
-#define FUSE_BLOCK 2048     /* elements: 8 KB per buffer */
+#define FUSE_BLOCK 1024     /* elements: 4 KB per buffer */
 #define FUSE_MAX_STEPS 32
 #define FUSE_MAX_BUFS 4     /* block buffers in flight: 32 KB, Zen 3's L1 */
 #define FUSE_MIN_PLANE 64   /* per-channel operands need planes at least this long */
+/* Buffers lie FUSE_BLOCK + FUSE_SKEW floats apart: at exactly 8 KB apart a
+ * loop reading one and writing another hits 4K aliasing (the load waits
+ * for the store with the same low 12 address bits) on every vector. */
+#define FUSE_SKEW 48
 
 static bool default_domain(const char *d)
 {
@@ -131,6 +135,7 @@ typedef struct step {
     ld_layer_counters counters;
     void (*round_block)(void *user, int output, float *block, int64_t n);
     void *round_user;
+    bool round_fp16_inline; /* round_block rounds to float16 (kernel.h) */
 } step;
 
 typedef struct chain {
@@ -466,6 +471,7 @@ static ld_status hooks_before(ld_exec *e, chain *c, ld_error *err)
             return st;
         s->round_block = ctx.round_block;
         s->round_user = ctx.round_user;
+        s->round_fp16_inline = ctx.round_block && ctx.round_fp16_inline;
         for (int j = 0; j < s->n_args; j++) {
             arg *a = &s->args[j];
             const ld_tensor *t = s->ins[j];
@@ -507,7 +513,7 @@ static ld_status hooks_after(ld_exec *e, chain *c, ld_error *err)
 }
 
 /* Block `b` of the chain: plane b / per, offset (b % per) * FUSE_BLOCK. */
-static void run_block(const chain *c, int64_t b, int64_t per, float (*bufs)[FUSE_BLOCK])
+static void run_block(const chain *c, int64_t b, int64_t per, float *bufs)
 {
     int64_t plane = b / per, off = (b % per) * FUSE_BLOCK;
     int64_t n = c->plane - off < FUSE_BLOCK ? c->plane - off : FUSE_BLOCK;
@@ -526,9 +532,13 @@ static void run_block(const chain *c, int64_t b, int64_t per, float (*bufs)[FUSE
             default: x[j].s = a->scalar; break;
             }
         }
-        float *d = s->keep ? (float *)s->out->data + at : bufs[s->buf];
+        float *d = s->keep ? (float *)s->out->data + at
+                           : bufs + (size_t)s->buf * (FUSE_BLOCK + FUSE_SKEW);
         ld_fuse_apply(s->op, d, x[0], x[1], s->a, s->b, n);
-        if (s->round_block) /* the backend rounds it before the next node reads it */
+        /* the backend's rounding, before the next node reads the block */
+        if (s->round_fp16_inline)
+            ld_fuse_round_fp16(d, n, s->round_block, s->round_user);
+        else if (s->round_block)
             s->round_block(s->round_user, 0, d, n);
         where[k] = d;
     }
@@ -543,7 +553,7 @@ static void compute(const ld_exec *e, const chain *c)
         threads = (int)blocks;
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
-        _Alignas(64) float bufs[FUSE_MAX_BUFS][FUSE_BLOCK];
+        _Alignas(64) float bufs[FUSE_MAX_BUFS * (FUSE_BLOCK + FUSE_SKEW)];
 #pragma omp for schedule(static)
         for (int64_t b = 0; b < blocks; b++)
             run_block(c, b, per, bufs);

@@ -7,6 +7,9 @@
 
 #include <math.h>
 
+#include "backends/kernels/elementwise_round.h"
+#include "backends/kernels/round_fp16_group.h"
+
 #define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #define SIMD _Pragma("omp simd")
 
@@ -95,4 +98,39 @@ void ld_fuse_apply(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float alpha, 
     case LD_FUSE_SIGMOID: sigmoid_rows(d, a.p, n); break;
     default: break;
     }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,f16c"))) static void
+round_fp16_avx2(float *d, int64_t n, void (*round_block)(void *, int, float *, int64_t),
+                void *user)
+{
+    int64_t left = -1, i = 0; /* start of the groups left unrounded, or -1 */
+    for (; i + 16 <= n; i += 16) {
+        if (ld_round_group_store16(d + i, NULL, _mm256_loadu_ps(d + i),
+                                   _mm256_loadu_ps(d + i + 8))) {
+            if (left < 0)
+                left = i;
+        } else if (left >= 0) {
+            round_block(user, 0, d + left, i - left);
+            left = -1;
+        }
+    }
+    if (left < 0)
+        left = i;
+    if (n > left)
+        round_block(user, 0, d + left, n - left);
+}
+#endif
+
+void ld_fuse_round_fp16(float *d, int64_t n, void (*round_block)(void *, int, float *, int64_t),
+                        void *user)
+{
+#if defined(__x86_64__)
+    if (ld_ew_round_level() == LD_EW_ROUND_AVX2) {
+        round_fp16_avx2(d, n, round_block, user);
+        return;
+    }
+#endif
+    round_block(user, 0, d, n);
 }

@@ -41,4 +41,14 @@ typedef struct ld_fuse_arg {
 void ld_fuse_apply(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float alpha, float beta,
                    int64_t n);
 
+/* Rounds the block d[0, n) to float16 in place the way a kernel offered
+ * round_fp16_inline does (kernel.h): groups of 16 whose roundings are normal
+ * float16 or zeros from zeros are rounded here (vcvtps2ph, nearest even),
+ * every other group (and the tail) goes to round_block(user, 0, ...)
+ * unrounded, adjacent ones together. Values and counters are those of
+ * round_block over the whole block. Without F16C/AVX2 (elementwise_round.h's
+ * level, which tests can force) all of it goes to round_block. */
+void ld_fuse_round_fp16(float *d, int64_t n, void (*round_block)(void *, int, float *, int64_t),
+                        void *user);
+
 #endif

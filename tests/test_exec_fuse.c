@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "backends/exec.h"
+#include "backends/kernels/elementwise_round.h"
 #include "layerdiff/engine.h"
 #include "tests/support/emulated_testing.h"
 #include "tests/support/onnx_builder.h"
@@ -536,9 +537,25 @@ static bool emu_run(const ld_graph *g, const ld_engine_config *cfg, ld_tensor *c
     return fused;
 }
 
-/* Values, types, precisions and every counter the same fused and unfused. */
+static void emu_compare_level(const ld_graph *g, const ld_engine_config *cfg,
+                              ld_tensor *const *inputs, int threads, bool want_fused);
+
+/* Values, types, precisions and every counter the same fused and unfused,
+ * at each level of the in-loop float16 rounding (elementwise_round.h) the
+ * CPU has: the portable one hands every block to round_block. */
 static void emu_compare(const ld_graph *g, const ld_engine_config *cfg, ld_tensor *const *inputs,
                         int threads, bool want_fused)
+{
+    for (int level = LD_EW_ROUND_NONE; level <= LD_EW_ROUND_AVX2; level++) {
+        if (!ld_ew_round_force_level(level))
+            continue;
+        emu_compare_level(g, cfg, inputs, threads, want_fused);
+    }
+    ld_ew_round_force_level(-1);
+}
+
+static void emu_compare_level(const ld_graph *g, const ld_engine_config *cfg,
+                              ld_tensor *const *inputs, int threads, bool want_fused)
 {
     emu_capture plain = {0}, fused = {0};
     assert_false(emu_run(g, cfg, inputs, threads, false, &plain));
