@@ -163,7 +163,11 @@ static ld_status emulated_run(void *state, const ld_tensor *const *inputs,
         return ld_error_set(err, LD_ERR_INTERNAL, "backend 'emulated': run before prepare");
     reset_values(b);
     ld_emu_observe_wrap wrap;
-    return ld_exec_run(b->exec, inputs, ld_emu_wrap_observer(&wrap, b, observer, user), &wrap, err);
+    b->outputs_only_run = b->fuse_allowed;
+    ld_status st = ld_exec_run(b->exec, inputs, ld_emu_wrap_observer(&wrap, b, observer, user),
+                               &wrap, err);
+    b->outputs_only_run = false;
+    return st;
 }
 
 /* --- stepwise execution ---------------------------------------------------------------- */

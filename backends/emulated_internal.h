@@ -85,6 +85,8 @@ typedef struct ld_emulated_backend {
     bool unfused;               /* ld_emulated_set_fused_rounding(false): no round_block */
     ld_emu_fuse_node *fuse;     /* owned, per node: chain fusion state */
     bool fuse_allowed;          /* the config's observe_outputs_only */
+    bool outputs_only_run;      /* in `run` with fuse_allowed: the observer reads only
+                                   graph outputs' data (not in the stepwise calls) */
     char description[320];      /* the profile's */
     ld_exec *exec;              /* owned */
     struct ld_emu_observe_wrap *wrap; /* owned; the stepwise run's observer */

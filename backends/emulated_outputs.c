@@ -35,6 +35,16 @@ static ld_status show_reserve(ld_emulated_backend *b, int64_t count, const char 
     return LD_OK;
 }
 
+/* Whether the observer reads value v's data: there is one, and it reads
+ * every layer's, or v is a graph output (ld_backend_config.
+ * observe_outputs_only, during `run` only: stepwise observers read all).
+ * Else the float16 copy observers would see is not
+ * made: the event shows the value's type and shape with data NULL. */
+static bool shows_data(const ld_emulated_backend *b, int v)
+{
+    return b->observing && (!b->outputs_only_run || v < 0 || b->graph->values[v].is_graph_output);
+}
+
 /* --- rounding in the kernel ------------------------------------------------------------ */
 
 static void add_atomic(int64_t *to, int64_t n)
@@ -82,7 +92,8 @@ void ld_emu_offer_rounding(ld_emulated_backend *b, ld_kernel_ctx *ctx)
     f->ctx = ctx;
     f->precision = ld_emu_precision_of_type(lp->output_type);
     f->round = ctx->numerics->round;
-    f->keep = b->observing && lp->output_type == LD_DTYPE_FLOAT16 && !f->round.flush_denormals;
+    f->keep = shows_data(b, node->outputs[0]) && lp->output_type == LD_DTYPE_FLOAT16 &&
+              !f->round.flush_denormals;
     f->kept = 0;
     memset(f->tally, 0, (size_t)node->n_outputs * sizeof *f->tally);
     if (f->keep)
@@ -184,7 +195,7 @@ static bool round_and_show(ld_emulated_backend *b, ld_kernel_ctx *ctx, int j, ld
 {
     ld_tensor *out = ctx->outputs[j];
     ld_error unused;
-    if (!b->observing || to != LD_DTYPE_FLOAT16 || o->flush_denormals ||
+    if (!shows_data(b, ctx->node->outputs[j]) || to != LD_DTYPE_FLOAT16 || o->flush_denormals ||
         show_reserve(b, out->count, out->name, &unused) != LD_OK ||
         !ld_emu_round_fp16_keep(out->data, out->data, b->show_buf, out->count, ctx->threads, t))
         return false;
@@ -406,7 +417,8 @@ static ld_status emu_observe(void *user, const ld_tensor_event *ev, ld_error *er
         return w->inner(w->user, ev, err);
     ld_tensor *shown = NULL;
     ld_status st;
-    if (!ev->tensor->data) /* a fused chain's value, not stored: its type, no data */
+    if (!ev->tensor->data || !shows_data(w->b, ev->value)) /* a fused chain's value, not
+                                        stored, or one nobody reads: its type, no data */
         st = ld_tensor_wrap(&shown, ev->tensor->name, vs->show_as, &ev->tensor->shape, NULL,
                             err);
     else

@@ -580,7 +580,8 @@ static void emu_compare_level(const ld_graph *g, const ld_engine_config *cfg,
                      (long long)b->underflows, (long long)a->subnormals,
                      (long long)b->subnormals);
     }
-    assert_true(want_fused ? nulls > 0 : nulls == 0);
+    /* fused values, and (fused or not) float16 views nobody reads */
+    assert_true(nulls > 0);
     assert_int_equal(plain.cap.n_outputs, fused.cap.n_outputs);
     for (int k = 0; k < plain.cap.n_outputs; k++) {
         const ld_tensor *x = plain.cap.outputs[k], *y = fused.cap.outputs[k];

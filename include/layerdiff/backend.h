@@ -49,10 +49,12 @@ typedef struct ld_tensor_event {
     int value;                  /* index into graph->values */
     const ld_tensor *tensor;    /* named as the graph value. Its data is NULL (shape and
                                    dtype still set) for a value the backend computed
-                                   without storing it: only in `run` with
+                                   without storing it (elementwise chain fusion,
+                                   docs/architecture.md) or would have had to convert
+                                   for the observer (the emulated engine's float16
+                                   views): only in `run` with
                                    ld_backend_config.observe_outputs_only set, never
-                                   for a graph input or output (elementwise chain
-                                   fusion, docs/architecture.md) */
+                                   for a graph input or output */
     ld_precision precision;     /* precision the layer ran in */
     ld_layer_counters counters; /* present only when the backend counts */
 } ld_tensor_event;
