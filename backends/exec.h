@@ -10,7 +10,8 @@
  * hooks, or its layer numerics are fp32 with no output type (the hooks are
  * then not called for it): runs show its attribute's tensor (borrowed)
  * instead of a copy.
- * exec.c holds create/destroy and computing a node, exec_step.c the run.
+ * exec.c holds create/destroy and computing a node, exec_step.c the run,
+ * exec_fuse.c the elementwise chain fusion of ld_exec_run.
  *
  * Backends differ only through hooks: the reference computes float16 and
  * bfloat16 in float32 and rounds per op; the emulated engine rounds a
