@@ -153,7 +153,7 @@ def main():
         now.strftime("%Y-%m-%d %H:%M UTC"), info["cpu"], a.nproc, "" if a.nproc == 1 else "s",
         info["commit"]))
     # the BLAS line without its thread count (the runs use 1 and all)
-    print("BLAS: %s" % re.sub(r", \d+ threads?$", "", any_run["description"] or "?"))
+    print("BLAS: %s" % re.sub(r"(, \d+ threads?)?(; \d+ elementwise nodes fused .*)?$", "", any_run["description"] or "?"))
     if a.user_blas_env:
         print("note: the tables use layerdiff's own kernel choice; rows marked * ran with %s"
               % a.user_blas_env)
@@ -247,7 +247,7 @@ def main():
     doc = {
         "date": now.isoformat(timespec="seconds"),
         "machine": dict(info, cpus=a.nproc),
-        "blas": re.sub(r", \d+ threads?$", "", any_run["description"] or "?"),
+        "blas": re.sub(r"(, \d+ threads?)?(; \d+ elementwise nodes fused .*)?$", "", any_run["description"] or "?"),
         "user_blas_env": a.user_blas_env or None,
         "fma_peak": {str(t): f for t, f in fma.items()},
         "cases": [dict(case=k[0], mode=k[1], threads=k[2], **v) for k, v in sorted(summ.items())
