@@ -452,16 +452,21 @@ static void test_prepare_fails_over_the_memory_limit(void **state)
 }
 
 /* The emulated engine's hooks allocate scratch the plan does not follow:
- * what prepare faults in stays within the arena its run touches. */
+ * what prepare faults in stays within the arena its run touches. Also on
+ * the model in $LD_TEST_PLAN_MODEL at $LD_TEST_PLAN_SHAPES when set (e.g.
+ * models/ppocr_det.onnx, x:1x3x640x640). */
 static void test_emulated_prefault_within_its_run(void **state)
 {
     (void)state;
     const char *models[] = {"fixtures/deep.onnx", "fixtures/transformer.onnx",
-                            "fixtures/cnn.onnx"};
-    for (size_t k = 0; k < sizeof models / sizeof *models; k++) {
+                            "fixtures/cnn.onnx", "fixtures/accumulate.onnx",
+                            "fixtures/overflow.onnx", getenv("LD_TEST_PLAN_MODEL")};
+    for (size_t k = 0; k < sizeof models / sizeof *models && models[k]; k++) {
         ld_graph *g = NULL;
         ld_input_set in;
-        load_fixture(models[k], strstr(models[k], "cnn") ? NULL : "batch:8", &g, &in);
+        bool batch = strstr(models[k], "deep") || strstr(models[k], "transformer");
+        const char *shapes = k == 5 ? getenv("LD_TEST_PLAN_SHAPES") : batch ? "batch:8" : NULL;
+        load_fixture(models[k], shapes, &g, &in);
         const ld_backend_vtable *vt = ld_backend_find("emulated");
         void *state_ = NULL;
         ld_error err;
