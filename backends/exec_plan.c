@@ -535,8 +535,9 @@ ld_status ld_exec_plan_prepare(ld_exec *e, const ld_shape *input_shapes, ld_erro
      * less of a value than planned (graph outputs it delivers as float16). The
      * smaller peak (ld_exec_run's, which does not check buffers taken over in
      * place) plus weights and inputs already passes the limit at an
-     * allocation the run checks, whatever the other executors hold. */
-    if (plan.exact && limit && plan.peak_checked_run + resident > limit) {
+     * allocation the run checks, whatever the other executors hold. (No
+     * allocation at all: weights and inputs alone are the CLI's estimate's.) */
+    if (plan.exact && limit && plan.peak_node >= 0 && plan.peak_checked_run + resident > limit) {
         const ld_node *at = &e->graph->nodes[plan.peak_node];
         char need[32], live[32], res[32], lim[32];
         ld_status st = ld_error_set(

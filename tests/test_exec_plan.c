@@ -209,7 +209,8 @@ static Onnx__ModelProto *random_model(unsigned seed, bool half)
         }
         case 5: {
             Onnx__NodeProto *t = ob_node(gr, "Transpose", node, a, out);
-            Onnx__AttributeProto *p = ob_attr(t, "perm", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+            Onnx__AttributeProto *p =
+                ob_attr(t, "perm", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
             static int64_t perm[] = {0, 1, 3, 2};
             p->n_ints = 4;
             p->ints = perm;
@@ -220,7 +221,8 @@ static Onnx__ModelProto *random_model(unsigned seed, bool half)
         }
         default: {
             Onnx__NodeProto *r = ob_node(gr, "ReduceMean", node, a, out);
-            Onnx__AttributeProto *ax = ob_attr(r, "axes", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+            Onnx__AttributeProto *ax =
+                ob_attr(r, "axes", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
             static int64_t axis3[] = {3};
             ax->n_ints = 1;
             ax->ints = axis3;
@@ -451,6 +453,39 @@ static void test_prepare_fails_over_the_memory_limit(void **state)
     ld_graph_destroy(g);
 }
 
+/* A run that allocates nothing (a folded Constant its only node): no peak
+ * node to name; the weights alone are the CLI's estimate's, prepare passes. */
+static void test_prepare_without_allocations(void **state)
+{
+    (void)state;
+    Onnx__ModelProto *m = ob_model();
+    int64_t d[] = {4};
+    ob_input(m->graph, "x", FLOAT, 1, d);
+    Onnx__NodeProto *c = ob_node(m->graph, "Constant", "k", "", "y");
+    Onnx__AttributeProto *a = ob_attr(c, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+    a->t = ob_tensor("", FLOAT, 1, d);
+    float vals[] = {10, 20, 30, 40};
+    ob_set_raw(a->t, vals, sizeof vals);
+    ob_output(m->graph, "y", FLOAT);
+    ld_graph *g = ob_load_ok(m);
+    ld_exec *e = create_ok(g, 1);
+    ld_input_set in = {0};
+    make_inputs(g, NULL, &in);
+    ld_exec_plan plan;
+    assert_true(ld_exec_plan_build(e, in.shapes, &plan, NULL, 0));
+    assert_int_equal(plan.peak_live, 0);
+    assert_int_equal(plan.peak_node, -1);
+    ld_exec_plan_clear(&plan);
+    ld_error err;
+    ld_memory_limit_set(1);
+    assert_int_equal(ld_exec_plan_prepare(e, in.shapes, &err), LD_OK);
+    ld_memory_limit_set(0);
+    assert_int_equal(ld_exec_plan_prefaulted(e), 0);
+    ld_exec_destroy(e);
+    ld_input_set_clear(&in);
+    ld_graph_destroy(g);
+}
+
 /* The emulated engine's hooks allocate scratch the plan does not follow:
  * what prepare faults in stays within the arena its run touches. Also on
  * the model in $LD_TEST_PLAN_MODEL at $LD_TEST_PLAN_SHAPES when set (e.g.
@@ -503,6 +538,7 @@ int main(void)
         T(test_kernel_helpers_refuse_placeholders),
         T(test_prepare_prefaults_the_planned_top),
         T(test_prepare_fails_over_the_memory_limit),
+        T(test_prepare_without_allocations),
         T(test_emulated_prefault_within_its_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
