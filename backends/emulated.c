@@ -24,6 +24,7 @@
 #include "backends/emulated.h"
 #include "backends/emulated_internal.h"
 #include "backends/engine_internal.h"
+#include "backends/exec_plan.h"
 
 static ld_status emu_layer_numerics(void *user, const ld_node *node, ld_layer_numerics *out,
                                     ld_error *err)
@@ -128,7 +129,6 @@ static ld_status prepare_nodes(ld_emulated_backend *b, ld_error *err)
 static ld_status emulated_prepare(void *state, const ld_graph *g, const ld_shape *input_shapes,
                                   ld_error *err)
 {
-    (void)input_shapes; /* shapes are inferred at run time from the actual inputs */
     ld_emulated_backend *b = state;
     release_prepared(b);
     b->graph = g;
@@ -144,6 +144,10 @@ static ld_status emulated_prepare(void *state, const ld_graph *g, const ld_shape
         ld_exec_config cfg = {.threads = b->threads, .hooks = &hooks, .fuse = b->fuse_allowed};
         st = ld_exec_create(&b->exec, g, &cfg, err);
     }
+    /* shapes are inferred at run time from the actual inputs; from the given
+       ones, the run's memory is planned and faulted in now (exec_plan.h) */
+    if (st == LD_OK)
+        st = ld_exec_plan_prepare(b->exec, input_shapes, err);
     if (st != LD_OK)
         release_prepared(b);
     return st;

@@ -9,6 +9,11 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+/* Linux 5.14; older headers lack it (older kernels refuse it: EINVAL). */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
 /* tests/test_pool.c defines LD_POOL_NO_BYPASS to test the cache under ASan. */
 #if defined(__SANITIZE_ADDRESS__) && !defined(LD_POOL_NO_BYPASS)
 #define POOL_BYPASS 1
@@ -142,65 +147,105 @@ static void remove_range(arena *a, int i)
     a->n_free--;
 }
 
+/* Where a request goes: a free range (index best) or the top (best < 0,
+ * extending the free range that ends there when extend). */
+typedef struct carve {
+    int best;
+    bool extend;
+    size_t start, data, end;
+} carve;
+
+/* The place arena_get gives a request of nbytes, from the bookkeeping
+ * alone (no memory read or written: the dry arenas of ld_arena_sim replay
+ * the same choices on offsets). false when it does not fit the
+ * reservation. */
+static bool arena_find(const arena *a, size_t nbytes, carve *c)
+{
+    if (nbytes > a->reserved)
+        return false;
+    *c = (carve){.best = -1};
+    for (int i = 0; i < a->n_free; i++) {
+        size_t d, e = block_end(a->free[i].start, nbytes, &d);
+        if (e <= a->free[i].end &&
+            (c->best < 0 || a->free[i].end - a->free[i].start <
+                                a->free[c->best].end - a->free[c->best].start)) {
+            c->best = i;
+            c->data = d;
+            c->end = e;
+        }
+    }
+    if (c->best >= 0) { /* touched memory: the smallest free range that fits */
+        c->start = a->free[c->best].start;
+        return true;
+    }
+    /* fresh memory at the top, after the free range ending there */
+    c->extend = a->n_free > 0 && a->free[a->n_free - 1].end == a->top;
+    c->start = c->extend ? a->free[a->n_free - 1].start : a->top;
+    c->end = block_end(c->start, nbytes, &c->data);
+    return c->end <= a->reserved;
+}
+
+/* Room in the free list for one range per live block plus one (returning
+ * a block can add a range), made before a block goes out so that returning
+ * never fails. */
+static bool arena_reserve_ranges(arena *a)
+{
+    if ((size_t)a->cap_free >= a->live + 2)
+        return true;
+    size_t cap = (a->live + 2) * 2;
+    free_range *grown = realloc(a->free, cap * sizeof *grown);
+    if (!grown)
+        return false;
+    a->free = grown;
+    a->cap_free = (int)cap;
+    return true;
+}
+
+/* Records the block arena_find chose as handed out. */
+static void arena_take(arena *a, const carve *c)
+{
+    if (c->best >= 0) {
+        a->free_bytes -= c->end - c->start;
+        if (c->end == a->free[c->best].end)
+            remove_range(a, c->best);
+        else
+            a->free[c->best].start = c->end;
+    } else {
+        if (c->extend) {
+            a->free_bytes -= a->top - c->start;
+            a->n_free--;
+        }
+        a->top = c->end;
+    }
+    a->live++;
+}
+
+/* Makes [0, end) of the arena read-write (in ARENA_COMMIT_STEP units, at
+ * most the reservation). */
+static bool arena_commit(arena *a, size_t end)
+{
+    if (end <= a->committed)
+        return true;
+    size_t c = (end + ARENA_COMMIT_STEP - 1) & ~(ARENA_COMMIT_STEP - 1);
+    c = c > a->reserved ? a->reserved : c;
+    if (mprotect(a->base + a->committed, c - a->committed, PROT_READ | PROT_WRITE) != 0)
+        return false;
+    a->committed = c;
+    return true;
+}
+
 /* A buffer of nbytes (< reserved) carved from the arena, or NULL when the
  * arena is full or out of memory. The header is written. */
 static void *arena_get(arena *a, size_t nbytes)
 {
-    if (!a->base || nbytes > a->reserved)
+    carve c;
+    if (!a->base || !arena_reserve_ranges(a) || !arena_find(a, nbytes, &c) ||
+        !arena_commit(a, c.end))
         return NULL;
-    /* Returning a block can add a free range: room for one per live block
-     * plus one, made now so that returning never fails. */
-    if ((size_t)a->cap_free < a->live + 2) {
-        size_t cap = (a->live + 2) * 2;
-        free_range *grown = realloc(a->free, cap * sizeof *grown);
-        if (!grown)
-            return NULL;
-        a->free = grown;
-        a->cap_free = (int)cap;
-    }
-    size_t data = 0, end = 0;
-    int best = -1;
-    for (int i = 0; i < a->n_free; i++) {
-        size_t d, e = block_end(a->free[i].start, nbytes, &d);
-        if (e <= a->free[i].end &&
-            (best < 0 || a->free[i].end - a->free[i].start <
-                             a->free[best].end - a->free[best].start)) {
-            best = i;
-            data = d;
-            end = e;
-        }
-    }
-    size_t start;
-    if (best >= 0) { /* touched memory: the smallest free range that fits */
-        start = a->free[best].start;
-        a->free_bytes -= end - start;
-        if (end == a->free[best].end)
-            remove_range(a, best);
-        else
-            a->free[best].start = end;
-    } else { /* fresh memory at the top, after the free range ending there */
-        bool extend = a->n_free > 0 && a->free[a->n_free - 1].end == a->top;
-        start = extend ? a->free[a->n_free - 1].start : a->top;
-        end = block_end(start, nbytes, &data);
-        if (end > a->reserved)
-            return NULL;
-        if (end > a->committed) {
-            size_t c = (end + ARENA_COMMIT_STEP - 1) & ~(ARENA_COMMIT_STEP - 1);
-            c = c > a->reserved ? a->reserved : c;
-            if (mprotect(a->base + a->committed, c - a->committed, PROT_READ | PROT_WRITE) != 0)
-                return NULL;
-            a->committed = c;
-        }
-        if (extend) {
-            a->free_bytes -= a->top - start;
-            a->n_free--;
-        }
-        a->top = end;
-    }
-    a->live++;
-    void *buffer = a->base + data;
+    arena_take(a, &c);
+    void *buffer = a->base + c.data;
     *(block_header *)((char *)buffer - HEADER_SIZE) =
-        (block_header){end - data, start, end, BLOCK_ARENA};
+        (block_header){c.end - c.data, c.start, c.end, BLOCK_ARENA};
     return buffer;
 }
 
@@ -329,6 +374,7 @@ struct ld_pool {
     pool_block *cached; /* returned buffers of their own (no arena) */
     int n_cached, cap_cached;
     size_t cached_bytes;
+    size_t prefaulted;  /* bytes ld_pool_prefault faulted in */
 };
 
 ld_pool *ld_pool_create(void)
@@ -408,6 +454,101 @@ void ld_pool_put(ld_pool *pool, void *buffer)
 size_t ld_pool_cached_bytes(const ld_pool *pool)
 {
     return pool->cached_bytes + pool->arena.free_bytes;
+}
+
+size_t ld_pool_top(const ld_pool *pool)
+{
+    return pool->arena.top;
+}
+
+/* Faults [0, len) of the arena in: MADV_POPULATE_WRITE (Linux 5.14; one
+ * call, the kernel allocates and zeroes every page, huge pages where the
+ * range is marked), else one write per 4 KiB page (each write faults its
+ * page, or its whole huge page, in). The arena is fresh: nothing to keep. */
+static void arena_populate(arena *a, size_t len)
+{
+    if (pool_madvise(a->base, len, MADV_POPULATE_WRITE) == 0)
+        return;
+    for (size_t off = 0; off < len; off += PAGE)
+        ((volatile char *)a->base)[off] = 0;
+}
+
+size_t ld_pool_prefault(ld_pool *pool, size_t nbytes)
+{
+    if (POOL_BYPASS || !nbytes)
+        return 0;
+    if (!pool->arena_tried) {
+        pool->arena_tried = true;
+        arena_init(&pool->arena);
+    }
+    arena *a = &pool->arena;
+    /* Only a fresh arena: once buffers have been carved, the run that
+     * faulted them in has paid already. */
+    if (!a->base || a->top || a->committed)
+        return 0;
+    size_t len = (nbytes + PAGE - 1) & ~(PAGE - 1);
+    if (len < nbytes || len > a->reserved)
+        return 0;
+    /* Read-write to the end of the last 2 MiB unit (the run would commit
+     * at least that much, and a unit cut by the protection would fault in
+     * 4 KiB pages); faulted only as far as planned. */
+    size_t commit = (len + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    commit = commit > a->reserved ? a->reserved : commit;
+    if (mprotect(a->base, commit, PROT_READ | PROT_WRITE) != 0)
+        return 0;
+    a->committed = commit;
+    arena_populate(a, len);
+    pool->prefaulted = len;
+    return len;
+}
+
+size_t ld_pool_prefaulted(const ld_pool *pool)
+{
+    return pool->prefaulted;
+}
+
+/* --- dry arenas (ld_arena_sim) ---------------------------------------------------------- */
+
+struct ld_arena_sim {
+    arena arena; /* base NULL: offsets only */
+};
+
+ld_arena_sim *ld_arena_sim_create(void)
+{
+    ld_arena_sim *s = calloc(1, sizeof *s);
+    if (s) /* as big as any reservation: a plan beyond it is not prefaulted */
+        s->arena.reserved = ARENA_RESERVE;
+    return s;
+}
+
+void ld_arena_sim_destroy(ld_arena_sim *s)
+{
+    if (!s)
+        return;
+    free(s->arena.free);
+    free(s);
+}
+
+bool ld_arena_sim_get(ld_arena_sim *s, size_t nbytes, ld_arena_block *block)
+{
+    carve c;
+    if (nbytes == 0)
+        nbytes = 1;
+    if (!arena_reserve_ranges(&s->arena) || !arena_find(&s->arena, nbytes, &c))
+        return false;
+    arena_take(&s->arena, &c);
+    *block = (ld_arena_block){c.start, c.end};
+    return true;
+}
+
+void ld_arena_sim_put(ld_arena_sim *s, ld_arena_block block)
+{
+    arena_put(&s->arena, block.start, block.end);
+}
+
+size_t ld_arena_sim_top(const ld_arena_sim *s)
+{
+    return s->arena.top;
 }
 
 /* --- buffers outside a pool -------------------------------------------------------------- */

@@ -7,6 +7,7 @@
 
 #include "backends/blas.h"
 #include "backends/exec.h"
+#include "backends/exec_plan.h"
 #include "backends/reference.h"
 
 typedef struct reference_backend {
@@ -36,13 +37,17 @@ static ld_status reference_create(void **state, const ld_backend_config *cfg, ld
 static ld_status reference_prepare(void *state, const ld_graph *g, const ld_shape *input_shapes,
                                    ld_error *err)
 {
-    (void)input_shapes; /* shapes are inferred at run time from the actual inputs */
     reference_backend *b = state;
     ld_exec_destroy(b->exec);
     b->exec = NULL;
     ld_exec_config cfg = {.threads = b->threads, .fuse = b->fuse};
     b->exec_graph = g;
-    return ld_exec_create(&b->exec, g, &cfg, err);
+    ld_status st = ld_exec_create(&b->exec, g, &cfg, err);
+    /* shapes are inferred at run time from the actual inputs; from the given
+       ones, the run's memory is planned and faulted in now (exec_plan.h) */
+    if (st == LD_OK)
+        st = ld_exec_plan_prepare(b->exec, input_shapes, err);
+    return st;
 }
 
 static ld_status reference_run(void *state, const ld_tensor *const *inputs,

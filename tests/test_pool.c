@@ -5,7 +5,10 @@
  * under a random live set, the fallbacks (madvise refused: the arena still
  * pools; no reservation or a full one: buffers of their own, cached within
  * twice the request), the RLIMIT_AS cap of the reservation, and
- * ld_buffer_alloc's process-wide arena giving its pages back when empty.
+ * ld_buffer_alloc's process-wide arena giving its pages back when empty,
+ * the dry arena (ld_arena_sim) replaying the real one's choices, and
+ * ld_pool_prefault (resident up to the request, nothing beyond its last
+ * 2 MiB unit; one write per page when MADV_POPULATE_WRITE is refused).
  *
  * Under AddressSanitizer the library's pool hands every request to malloc
  * (so kernels' use-after-free stays visible); this test compiles its own
@@ -216,6 +219,118 @@ static void test_madvise_refused_still_pools(void **state)
     pool_madvise = madvise;
 }
 
+/* The dry arena (ld_arena_sim) makes the same choices as the real one: a
+ * random sequence of gets and puts gives every block the same offsets and
+ * the same top, in both. */
+static void test_dry_arena_replays_the_real_one(void **state)
+{
+    (void)state;
+    ld_pool *pool = ld_pool_create();
+    ld_arena_sim *sim = ld_arena_sim_create();
+    assert_non_null(sim);
+    enum { SLOTS = 20, STEPS = 4000 };
+    void *p[SLOTS] = {0};
+    ld_arena_block b[SLOTS];
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    for (int step = 0; step < STEPS; step++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int k = (int)(x % SLOTS);
+        if (p[k]) {
+            ld_pool_put(pool, p[k]);
+            ld_arena_sim_put(sim, b[k]);
+            p[k] = NULL;
+            continue;
+        }
+        size_t n = (size_t)1 << (x >> 40) % 23; /* 1 byte .. 4 MiB */
+        n += (x >> 20) % n;
+        p[k] = ld_pool_get(pool, n);
+        assert_non_null(p[k]);
+        assert_true(ld_arena_sim_get(sim, n, &b[k]));
+        assert_int_equal(header_of(p[k])->start, b[k].start);
+        assert_int_equal(header_of(p[k])->end, b[k].end);
+        assert_int_equal(ld_pool_top(pool), ld_arena_sim_top(sim));
+    }
+    assert_true(ld_pool_top(pool) > 0);
+    for (int k = 0; k < SLOTS; k++)
+        ld_pool_put(pool, p[k]);
+    ld_arena_sim_destroy(sim);
+    ld_pool_destroy(pool);
+}
+
+/* Resident pages of [base, base + len) (mincore), counted; *first_beyond:
+ * whether any page at or after `from` is resident. */
+static size_t resident_pages(const char *base, size_t len, size_t from, bool *any_beyond)
+{
+    size_t pages = len / PAGE, n = 0;
+    unsigned char *vec = calloc(pages, 1);
+    assert_int_equal(mincore((void *)base, len, vec), 0);
+    *any_beyond = false;
+    for (size_t i = 0; i < pages; i++) {
+        n += vec[i] & 1;
+        if (i * PAGE >= from && (vec[i] & 1))
+            *any_beyond = true;
+    }
+    free(vec);
+    return n;
+}
+
+static void check_prefault(size_t nbytes)
+{
+    ld_pool *pool = ld_pool_create();
+    size_t len = (nbytes + PAGE - 1) & ~(PAGE - 1);
+    assert_int_equal(ld_pool_prefault(pool, nbytes), len);
+    assert_int_equal(ld_pool_prefaulted(pool), len);
+    arena *a = &pool->arena;
+    size_t unit_end = (len + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    assert_int_equal(a->committed, unit_end);
+    assert_int_equal(a->top, 0);
+    /* resident up to the planned bytes, nothing beyond their last 2 MiB unit */
+    bool beyond;
+    size_t n = resident_pages(a->base, unit_end + 2 * HUGE_PAGE, unit_end, &beyond);
+    assert_false(beyond);
+    assert_true(n >= len / PAGE);
+    /* only once, and not on an arena in use */
+    assert_int_equal(ld_pool_prefault(pool, nbytes), 0);
+    void *buf = ld_pool_get(pool, nbytes);
+    assert_ptr_equal(buf, a->base + HEADER_SIZE + (nbytes >= PAGE_ALIGN_MIN ? PAGE - HEADER_SIZE : 0));
+    memset(buf, 3, nbytes);
+    ld_pool_put(pool, buf);
+    ld_pool_destroy(pool);
+}
+
+static void test_prefault(void **state)
+{
+    (void)state;
+    check_prefault(5 * MiB + 100);
+    check_prefault(3000);
+    ld_pool *pool = ld_pool_create();
+    assert_int_equal(ld_pool_prefault(pool, 0), 0);
+    assert_int_equal(ld_pool_prefault(pool, ARENA_RESERVE + PAGE), 0); /* beyond it */
+    assert_int_equal(pool->arena.committed, 0);
+    void *buf = ld_pool_get(pool, 100);
+    assert_int_equal(ld_pool_prefault(pool, MiB), 0); /* in use already */
+    ld_pool_put(pool, buf);
+    ld_pool_destroy(pool);
+}
+
+static int refuse_populate(void *addr, size_t len, int advice)
+{
+    if (advice == MADV_POPULATE_WRITE) {
+        errno = EINVAL;
+        return -1;
+    }
+    return madvise(addr, len, advice);
+}
+
+/* Kernels before 5.14 refuse MADV_POPULATE_WRITE: one write per page. */
+static void test_prefault_without_populate(void **state)
+{
+    (void)state;
+    pool_madvise = refuse_populate;
+    check_prefault(3 * MiB + 5);
+    pool_madvise = madvise;
+}
+
 /* A random live set (sizes from 64 bytes to 6 MiB, freed in random order):
  * the touched part stays within a bound of the largest live set, the
  * accounting adds up, and no two live buffers overlap (each holds its
@@ -383,6 +498,9 @@ int main(void)
         cmocka_unit_test_setup(test_full_arena_falls_back, setup),
         cmocka_unit_test_setup(test_reserve_size, setup),
         cmocka_unit_test_setup(test_buffer_alloc, setup),
+        cmocka_unit_test_setup(test_dry_arena_replays_the_real_one, setup),
+        cmocka_unit_test_setup(test_prefault, setup),
+        cmocka_unit_test_setup(test_prefault_without_populate, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

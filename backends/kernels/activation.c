@@ -245,6 +245,9 @@ static ld_status clip_bound_input(ld_kernel_ctx *ctx, int input, int which, clip
         return ld_kernel_fail(ctx, LD_ERR_INPUT, "%s must be a scalar, got shape %s",
                               which ? "max" : "min",
                               ld_shape_format(&t->shape, shape, sizeof shape));
+    ld_status st = ld_krequire_values(ctx, t, which ? "max" : "min");
+    if (st != LD_OK)
+        return st;
     size_t size = ld_dtype_size(t->dtype);
     memcpy((char *)b + (size_t)which * size, t->data, size);
     return LD_OK;
@@ -341,6 +344,11 @@ static ld_status dropout_check_mode(ld_kernel_ctx *ctx)
         return LD_OK;
     if (training->dtype != LD_DTYPE_BOOL || training->count != 1)
         return ld_kernel_fail(ctx, LD_ERR_INPUT, "training_mode must be a bool scalar");
+    ld_status st = ld_krequire_values(ctx, training, "training_mode");
+    if (st == LD_OK)
+        st = ld_krequire_values(ctx, ratio, "ratio");
+    if (st != LD_OK)
+        return st;
     if (!*(const uint8_t *)training->data)
         return LD_OK;
     if (ratio && (!ld_dtype_is_float(ratio->dtype) || ratio->count != 1))

@@ -107,6 +107,8 @@ static ld_status nms_params_make(ld_kernel_ctx *ctx, nms_params *p)
     if (t && t->count > 0) {
         if (t->dtype != LD_DTYPE_INT64)
             return ld_kernel_fail(ctx, LD_ERR_INPUT, "max_output_boxes_per_class must be int64");
+        if ((st = ld_krequire_values(ctx, t, "max_output_boxes_per_class")) != LD_OK)
+            return st;
         p->max_per_class = ((const int64_t *)t->data)[0];
     }
     if (p->max_per_class < 0)
@@ -114,6 +116,8 @@ static ld_status nms_params_make(ld_kernel_ctx *ctx, nms_params *p)
     if ((t = ld_kin(ctx, 3)) && t->count > 0) {
         if (t->dtype != LD_DTYPE_FLOAT32)
             return ld_kernel_fail(ctx, LD_ERR_INPUT, "iou_threshold must be float32");
+        if ((st = ld_krequire_values(ctx, t, "iou_threshold")) != LD_OK)
+            return st;
         p->iou_threshold = ((const float *)t->data)[0];
         if (!(p->iou_threshold >= 0 && p->iou_threshold <= 1))
             return ld_kernel_fail(ctx, LD_ERR_INPUT, "iou_threshold %g is not in [0, 1]",
@@ -123,6 +127,8 @@ static ld_status nms_params_make(ld_kernel_ctx *ctx, nms_params *p)
     if ((t = ld_kin(ctx, 4)) && t->count > 0) {
         if (t->dtype != LD_DTYPE_FLOAT32)
             return ld_kernel_fail(ctx, LD_ERR_INPUT, "score_threshold must be float32");
+        if ((st = ld_krequire_values(ctx, t, "score_threshold")) != LD_OK)
+            return st;
         p->has_score_threshold = true;
         p->score_threshold = ((const float *)t->data)[0];
     }
@@ -321,6 +327,8 @@ static ld_status roialign_check(ld_kernel_ctx *ctx)
         return ld_kernel_fail(ctx, LD_ERR_INPUT, "batch_indices must be int64 [num_rois]");
     if (rois->shape.dims[0] > 0 && (x->shape.dims[2] == 0 || x->shape.dims[3] == 0))
         return ld_kernel_fail(ctx, LD_ERR_INPUT, "X has an empty spatial plane");
+    if ((st = ld_krequire_values(ctx, idx, "batch_indices")) != LD_OK)
+        return st;
     const int64_t *b = idx->data;
     for (int64_t i = 0; i < idx->count; i++)
         if (b[i] < 0 || b[i] >= x->shape.dims[0])

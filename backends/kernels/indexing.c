@@ -319,6 +319,9 @@ static ld_status compress_params(ld_kernel_ctx *ctx, const ld_tensor *x, int *ax
         return st;
     if (cond->shape.rank != 1 || !ld_dtype_is_supported(cond->dtype))
         return ld_kernel_fail(ctx, LD_ERR_INPUT, "condition must be a 1-D bool tensor");
+    st = ld_krequire_values(ctx, cond, "condition");
+    if (st != LD_OK)
+        return st;
     /* Entries beyond the axis length are ignored (ONNX Runtime does so too). */
     int64_t dim = *axis < 0 ? x->count : x->shape.dims[*axis];
     int64_t n = cond->count < dim ? cond->count : dim;

@@ -47,6 +47,19 @@ static inline ld_status ld_infer_like_input0(ld_kernel_ctx *ctx, ld_output_desc 
     return LD_OK;
 }
 
+/* Fails unless the values of input t (named `what`; NULL: omitted, fine)
+ * can be read. An infer that reads an input's values (a shape, scales, a
+ * count) checks this first: the executor's memory plan (exec_plan.h) runs
+ * every infer at prepare with shape-only placeholders (elements, no data)
+ * for values not known yet, and gives up on the error. */
+static inline ld_status ld_krequire_values(ld_kernel_ctx *ctx, const ld_tensor *t,
+                                           const char *what)
+{
+    if (t && t->count > 0 && !t->data)
+        return ld_kernel_fail(ctx, LD_ERR_INTERNAL, "input '%s' holds no values yet", what);
+    return LD_OK;
+}
+
 /* Normalises a possibly negative axis against rank; fails when out of range. */
 static inline ld_status ld_normalize_axis(ld_kernel_ctx *ctx, int64_t axis, int rank, int *out)
 {

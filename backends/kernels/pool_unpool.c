@@ -95,6 +95,9 @@ static ld_status unpool_shape(ld_kernel_ctx *ctx, ld_shape *out, ld_shape *dflt)
             shape->count != x->shape.rank)
             return ld_kernel_fail(ctx, LD_ERR_INPUT, "output_shape must be an int64 vector of %d "
                                   "values", x->shape.rank);
+        st = ld_krequire_values(ctx, shape, "output_shape");
+        if (st != LD_OK)
+            return st;
         for (int i = 0; i < x->shape.rank; i++) {
             out->dims[i] = ((const int64_t *)shape->data)[i];
             if (out->dims[i] < 0 || out->dims[i] > ((int64_t)1 << 40))

@@ -302,6 +302,9 @@ static ld_status red_axes(ld_kernel_ctx *ctx, const ld_tensor *x, bool *reduced,
         if (t->dtype != LD_DTYPE_INT64 || t->shape.rank > 1)
             return ld_kernel_fail(ctx, LD_ERR_INPUT, "input 'axes' must be a 1-D int64 tensor "
                                   "(got %s of rank %d)", ld_dtype_name(t->dtype), t->shape.rank);
+        ld_status st = ld_krequire_values(ctx, t, "axes");
+        if (st != LD_OK)
+            return st;
         axes = t->data;
         n = t->count;
     }

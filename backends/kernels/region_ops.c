@@ -77,6 +77,9 @@ static ld_status pad_value_read(ld_kernel_ctx *ctx, const ld_tensor *x, pad_plan
         return ld_kernel_fail(ctx, LD_ERR_INPUT, "constant_value must be one %s element, got %s "
                               "with %" PRId64 " elements", ld_dtype_name(x->dtype),
                               ld_dtype_name(v->dtype), v->count);
+    ld_status st = ld_krequire_values(ctx, v, "constant_value");
+    if (st != LD_OK)
+        return st;
     memcpy(p->value, v->data, ld_dtype_size(v->dtype));
     return LD_OK;
 }

@@ -176,6 +176,9 @@ static ld_status plan_from_sizes(ld_kernel_ctx *ctx, const ld_tensor *sizes, res
     if (sizes->count != p->rank)
         return ld_kernel_fail(ctx, LD_ERR_INPUT, "sizes has %lld values for an input of rank %d",
                               (long long)sizes->count, p->rank);
+    ld_status st = ld_krequire_values(ctx, sizes, "sizes");
+    if (st != LD_OK)
+        return st;
     const int64_t *v = sizes->data;
     for (int d = 0; d < p->rank; d++) {
         if (v[d] < 0 || (p->in[d] == 0 && v[d] != 0))
@@ -206,6 +209,9 @@ static ld_status plan_roi(ld_kernel_ctx *ctx, const resize_state *s, resize_plan
         return ld_kernel_fail(ctx, LD_ERR_INPUT, "roi must be a float tensor, got %s",
                               ld_dtype_name(roi->dtype));
     p->roi_float = roi->dtype == LD_DTYPE_FLOAT32;
+    ld_status st = ld_krequire_values(ctx, roi, "roi");
+    if (st != LD_OK)
+        return st;
     for (int d = 0; d < p->rank; d++) {
         p->roi_start[d] = ld_tensor_get_double(roi, d);
         p->roi_end[d] = ld_tensor_get_double(roi, d + p->rank);
@@ -232,8 +238,11 @@ static ld_status resize_plan_make(ld_kernel_ctx *ctx, resize_plan *p)
     else if (scales && scales->dtype != LD_DTYPE_FLOAT32)
         st = ld_kernel_fail(ctx, LD_ERR_INPUT, "scales must be float32, got %s",
                             ld_dtype_name(scales->dtype));
-    else if (scales)
-        st = plan_from_scales(ctx, s, scales->data, scales->count, p);
+    else if (scales) {
+        st = ld_krequire_values(ctx, scales, "scales");
+        if (st == LD_OK)
+            st = plan_from_scales(ctx, s, scales->data, scales->count, p);
+    }
     else if (sizes)
         st = plan_from_sizes(ctx, sizes, p);
     else if (p->rank == 0)

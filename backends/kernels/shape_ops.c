@@ -409,6 +409,9 @@ static ld_status range_scalar(ld_kernel_ctx *ctx, int i, const char *what, doubl
     if (t->dtype != ctx->inputs[0]->dtype)
         return ld_kernel_fail(ctx, LD_ERR_INPUT, "input '%s' is %s but start is %s", what,
                               ld_dtype_name(t->dtype), ld_dtype_name(ctx->inputs[0]->dtype));
+    ld_status st = ld_krequire_values(ctx, t, what);
+    if (st != LD_OK)
+        return st;
     *out = ld_tensor_get_double(t, 0);
     return LD_OK;
 }

@@ -321,7 +321,7 @@ static ld_status check_int_input(ld_kernel_ctx *ctx, const ld_tensor *t, const c
     if (t->shape.rank > 1)
         return ld_kernel_fail(ctx, LD_ERR_INPUT, "input '%s' must be a 1-D tensor, got rank %d",
                               what, t->shape.rank);
-    return LD_OK;
+    return ld_krequire_values(ctx, t, what);
 }
 
 ld_status ld_kread_ints(ld_kernel_ctx *ctx, const ld_tensor *t, const char *what, int64_t *out,

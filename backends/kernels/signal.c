@@ -26,6 +26,9 @@ static ld_status scalar_int(ld_kernel_ctx *ctx, int i, const char *what, int64_t
         return ld_kernel_fail(ctx, LD_ERR_INPUT, "%s must be one int32 or int64 value, got %s "
                               "with %lld values", what, ld_dtype_name(t->dtype),
                               (long long)t->count);
+    ld_status st = ld_krequire_values(ctx, t, what);
+    if (st != LD_OK)
+        return st;
     *out = t->dtype == LD_DTYPE_INT32 ? ((const int32_t *)t->data)[0]
                                       : ((const int64_t *)t->data)[0];
     return LD_OK;
@@ -477,6 +480,9 @@ static ld_status scalar_float(ld_kernel_ctx *ctx, int i, const char *what, doubl
     const ld_tensor *t = ld_kin(ctx, i);
     if (!t || !ld_dtype_is_float(t->dtype) || t->count != 1)
         return ld_kernel_fail(ctx, LD_ERR_INPUT, "%s must be one float value", what);
+    ld_status st = ld_krequire_values(ctx, t, what);
+    if (st != LD_OK)
+        return st;
     *out = ld_tensor_get_double(t, 0);
     return LD_OK;
 }

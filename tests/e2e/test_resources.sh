@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Resource limits and interrupted runs (docs/reliability.md, issue 9):
 #   --max-memory: a run whose tensors would not fit fails before running (shapes
-#     known statically) or at the node that needs them (shapes known at run time);
+#     known statically), at prepare (the backend's memory plan: shapes that follow
+#     from constants, backends/exec_plan.h) or at the node that needs them (shapes
+#     known only from the inputs' values);
 #     the default (80% of RAM) stops a model declaring terabytes;
 #   a graph of 100,000 nodes (in reverse order in the file) loads, runs, dumps and is
 #     inspected, each step within 30 s on the release binary;
@@ -36,6 +38,12 @@ save([h.make_node("ConstantOfShape", ["s"], ["big"], name="fill"),
       h.make_node("ReduceMax", ["big"], ["y"], name="max", keepdims=0)],
      [], [vi("y", T.FLOAT, None)], "fill.onnx",
      [numpy_helper.from_array(np.array([1024, 1024], np.int64), "s")])
+# fill_input.onnx: the same fill, shaped by the values of input x (Cast to int64):
+# known only at run time.
+save([h.make_node("Cast", ["x"], ["s"], name="cast", to=T.INT64),
+      h.make_node("ConstantOfShape", ["s"], ["big"], name="fill"),
+      h.make_node("ReduceMax", ["big"], ["y"], name="max", keepdims=0)],
+     [vi("x", T.FLOAT, [2])], [vi("y", T.FLOAT, None)], "fill_input.onnx")
 # tera.onnx: an input declared 1,000,000 x 1,000,000 floats (4 TB).
 save([h.make_node("Relu", ["x"], ["y"], name="relu")],
      [vi("x", T.FLOAT, [1000000, 1000000])], [vi("y", T.FLOAT, [1000000, 1000000])], "tera.onnx")
@@ -61,11 +69,20 @@ run "$L" run --backends reference static.onnx --input-shapes n:10 --max-memory 1
 expect_exit 0
 expect_stdout_contains "y  float32  10x1024"
 
-case_begin "--max-memory: a shape known only at run time is stopped at its node"
+case_begin "--max-memory: a shape that follows from constants fails at prepare (memory plan)"
 run "$L" run --backends reference fill.onnx --max-memory 3M --dump f.h5
 expect_exit 2
 expect_stderr_one_line
-expect_stderr_contains "backend 'reference': node 'fill' (ConstantOfShape): tensor 'big' needs 4.0 MiB; with 0 B of layer outputs alive and 16 B of weights and inputs the run would hold 4.0 MiB, more than the memory limit 3.0 MiB (--max-memory)"
+expect_stderr_contains "backend 'reference': memory plan: the run needs 4.0 MiB (4.0 MiB of layer outputs alive at node 'max' (ReduceMax) and 16 B of weights and inputs), more than the memory limit 3.0 MiB (--max-memory)"
+expect_no_file f.h5
+expect_true "nothing run: no layer printed" sh -c "! grep -q 'layer outputs' '$STDOUT'"
+expect_true "no temporary file left" sh -c '! ls -a | grep -q "\.tmp-"'
+
+case_begin "--max-memory: a shape known only from the inputs' values is stopped at its node"
+run "$L" run --backends reference fill_input.onnx --val-range '[1024,1024]' --max-memory 3M --dump f.h5
+expect_exit 2
+expect_stderr_one_line
+expect_stderr_contains "backend 'reference': node 'fill' (ConstantOfShape): tensor 'big' needs 4.0 MiB; with 16 B of layer outputs alive and 8 B of weights and inputs the run would hold 4.0 MiB, more than the memory limit 3.0 MiB (--max-memory)"
 expect_no_file f.h5
 expect_true "no temporary file left" sh -c '! ls -a | grep -q "\.tmp-"'
 
