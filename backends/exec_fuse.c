@@ -38,7 +38,7 @@
 #include "layerdiff/memory.h"
 
 #define FUSE_BLOCK 1024     /* elements: 4 KB per buffer */
-#define FUSE_MAX_STEPS 32
+#define FUSE_MAX_STEPS LD_FUSE_DRY_MAX /* exec_internal.h: the dry run reports as many */
 #define FUSE_MAX_BUFS 4     /* block buffers in flight: 32 KB, Zen 3's L1 */
 #define FUSE_MIN_PLANE 64   /* per-channel operands need planes at least this long */
 /* Buffers lie FUSE_BLOCK + FUSE_SKEW floats apart: at exactly 8 KB apart a
@@ -147,6 +147,20 @@ typedef struct chain {
     int n_bufs;
 } chain;
 
+/* The live tensors chain planning looks at: the executor's slots in a run;
+ * in the memory plan's dry run (ld_exec_fuse_dry) placeholders whose data
+ * is NULL, and the values that may give their buffer (can_donate). */
+typedef struct fuse_view {
+    const ld_tensor *const *slots;
+    bool dry;
+    const bool *can_donate;
+} fuse_view;
+
+static fuse_view run_view(const ld_exec *e)
+{
+    return (fuse_view){.slots = (const ld_tensor *const *)e->slots};
+}
+
 /* An initializer's or a folded Constant's tensor, or NULL. */
 static const ld_tensor *constant_tensor(const ld_exec *e, int v)
 {
@@ -188,7 +202,8 @@ static int arg_kind(const ld_tensor *t, const ld_shape *s)
 }
 
 /* Node input v as an argument of a chain of shape c->shape. */
-static bool resolve_arg(const ld_exec *e, const chain *c, int v, arg *out)
+static bool resolve_arg(const ld_exec *e, const fuse_view *view, const chain *c, int v,
+                        arg *out)
 {
     *out = (arg){.step = step_of(c, v), .value = v};
     if (out->step >= 0) {
@@ -197,11 +212,11 @@ static bool resolve_arg(const ld_exec *e, const chain *c, int v, arg *out)
     }
     const ld_tensor *t = constant_tensor(e, v);
     if (!t && e->graph->values[v].kind != LD_VALUE_INITIALIZER)
-        t = e->slots[v];
-    if (!t || t->dtype != LD_DTYPE_FLOAT32 || !t->data || t->count == 0)
+        t = view->slots[v];
+    if (!t || t->dtype != LD_DTYPE_FLOAT32 || (!t->data && !view->dry) || t->count == 0)
         return false;
     out->kind = arg_kind(t, &c->shape);
-    if (out->kind == ARG_SCALAR)
+    if (out->kind == ARG_SCALAR && t->data)
         out->scalar = ((const float *)t->data)[0];
     else
         out->ptr = t->data;
@@ -226,7 +241,7 @@ static bool clip_bound(const ld_exec *e, const ld_node *node, int j, float *boun
 }
 
 /* Node i as step c->s[c->n] of the chain; false when it cannot join. */
-static bool add_step(const ld_exec *e, chain *c, int i)
+static bool add_step(const ld_exec *e, const fuse_view *view, chain *c, int i)
 {
     const ld_node *node = &e->graph->nodes[i];
     const exec_node *xn = &e->nodes[i];
@@ -238,7 +253,7 @@ static bool add_step(const ld_exec *e, chain *c, int i)
     s->n_args = xn->fuse_op <= LD_FUSE_DIV ? 2 : 1;
     bool reads_chain = false;
     for (int j = 0; j < s->n_args; j++) {
-        if (!resolve_arg(e, c, node->inputs[j], &s->args[j]))
+        if (!resolve_arg(e, view, c, node->inputs[j], &s->args[j]))
             return false;
         reads_chain |= s->args[j].kind == ARG_STEP;
     }
@@ -267,7 +282,7 @@ static bool add_step(const ld_exec *e, chain *c, int i)
 
 /* The chain's shape from the first node: its first float32 live (not
  * constant) input of a non-empty shape the other input broadcasts to. */
-static bool start_chain(const ld_exec *e, chain *c, int i)
+static bool start_chain(const ld_exec *e, const fuse_view *view, chain *c, int i)
 {
     const ld_node *node = &e->graph->nodes[i];
     if (e->nodes[i].fuse_op == LD_FUSE_NONE)
@@ -276,14 +291,14 @@ static bool start_chain(const ld_exec *e, chain *c, int i)
     for (int j = 0; j < n_args; j++) {
         int v = node->inputs[j];
         const ld_tensor *t = e->graph->values[v].kind == LD_VALUE_INITIALIZER ? NULL
-                                                                               : e->slots[v];
+                                                                               : view->slots[v];
         if (!t || constant_tensor(e, v) || t->dtype != LD_DTYPE_FLOAT32 || t->count == 0)
             continue;
         c->n = 0;
         c->shape = t->shape;
         c->count = t->count;
         c->channels = 1;
-        if (add_step(e, c, i))
+        if (add_step(e, view, c, i))
             return true;
     }
     return false;
@@ -343,16 +358,16 @@ static bool allocate(const ld_exec *e, chain *c, int *stuck)
 
 /* The chain starting at node i, up to the first node that cannot join;
  * *end receives the index after its last node. False: no chain of two. */
-static bool plan(const ld_exec *e, chain *c, int i, int *end)
+static bool plan(const ld_exec *e, const fuse_view *view, chain *c, int i, int *end)
 {
     const ld_graph *g = e->graph;
-    if (!start_chain(e, c, i))
+    if (!start_chain(e, view, c, i))
         return false;
     c->last_node = i;
     for (int j = i + 1; j < g->n_nodes; j++) {
         if (e->nodes[j].folded)
             continue;
-        if (!add_step(e, c, j))
+        if (!add_step(e, view, c, j))
             break;
         c->last_node = j;
     }
@@ -389,14 +404,16 @@ static int last_ext_read(const chain *c, int v)
 /* A live input that dies in the chain and is read for the last time at or
  * before step k: step k's output may be written over it (each block is
  * read before the same block is written). -1 when none. */
-static int find_donor(const ld_exec *e, const chain *c, int k)
+static int find_donor(const ld_exec *e, const fuse_view *view, const chain *c, int k)
 {
     for (int t = 0; t <= k; t++) {
         for (int j = 0; j < c->s[t].n_args; j++) {
             const arg *a = &c->s[t].args[j];
             int v = a->value;
-            if (a->kind != ARG_EXT || !e->owned[v] || !e->slots[v] || !e->slots[v]->data ||
-                e->last_use[v] > c->last_node || last_ext_read(c, v) > k)
+            bool can = view->dry ? view->can_donate[v]
+                                 : e->owned[v] && e->slots[v] && e->slots[v]->data;
+            if (a->kind != ARG_EXT || !can || e->last_use[v] > c->last_node ||
+                last_ext_read(c, v) > k)
                 continue;
             bool taken = false;
             for (int u = 0; u < k; u++)
@@ -415,7 +432,8 @@ static ld_status allocate_outputs(ld_exec *e, chain *c, ld_error *err)
         if (!s->keep)
             continue;
         const char *name = e->graph->values[s->value].name;
-        int donor = e->donate ? find_donor(e, c, k) : -1;
+        fuse_view view = run_view(e);
+        int donor = e->donate ? find_donor(e, &view, c, k) : -1;
         if (donor >= 0) {
             ld_tensor *from = e->slots[donor];
             ld_status st = ld_tensor_wrap(&s->out, name, LD_DTYPE_FLOAT32, &c->shape, from->data,
@@ -610,7 +628,8 @@ ld_status ld_exec_fuse_run(ld_exec *e, int i, ld_tensor_observer observer, void 
     *covered = 0;
     chain c;
     int end;
-    if (!plan(e, &c, i, &end))
+    fuse_view view = run_view(e);
+    if (!plan(e, &view, &c, i, &end))
         return LD_OK;
     double started = now_seconds();
     e->current = &e->graph->nodes[i]; /* for the --max-memory message */
@@ -642,4 +661,26 @@ ld_status ld_exec_fuse_run(ld_exec *e, int i, ld_tensor_observer observer, void 
     e->fused_nodes += c.n;
     e->fused_chains++;
     return st;
+}
+
+bool ld_exec_fuse_dry(const ld_exec *e, const ld_tensor *const *slots, const bool *can_donate,
+                      int i, ld_fuse_dry *out)
+{
+    chain c;
+    int end;
+    fuse_view view = {.slots = slots, .dry = true, .can_donate = can_donate};
+    if (!e->fuse || !plan(e, &view, &c, i, &end))
+        return false;
+    *out = (ld_fuse_dry){.end = end, .shape = c.shape, .n = c.n};
+    for (int k = 0; k < c.n; k++) {
+        out->node[k] = c.s[k].node;
+        out->value[k] = c.s[k].value;
+        out->keep[k] = c.s[k].keep;
+        out->donor[k] = -1;
+        if (c.s[k].keep) { /* ld_exec_run donates */
+            out->donor[k] = find_donor(e, &view, &c, k);
+            c.s[k].donor = out->donor[k]; /* taken: later steps look for another */
+        }
+    }
+    return true;
 }

@@ -109,4 +109,22 @@ void ld_exec_fuse_classify(const ld_node *node, exec_node *xn);
 ld_status ld_exec_fuse_run(ld_exec *e, int i, ld_tensor_observer observer, void *user,
                            int *covered, ld_error *err);
 
+/* For the memory plan (exec_plan.c): the chain ld_exec_fuse_run would
+ * compute at node i of ld_exec_run, given the live tensors slots[v] (shape
+ * and dtype; data may be NULL) and the values that hold a buffer of the
+ * executor's (can_donate[v]). false when e does not fuse or node i starts
+ * no chain. */
+#define LD_FUSE_DRY_MAX 32
+typedef struct ld_fuse_dry {
+    int end;                       /* the index after the chain's last node */
+    ld_shape shape;                /* every step's (float32) */
+    int n;                         /* its steps (fused nodes), in order */
+    int node[LD_FUSE_DRY_MAX];
+    int value[LD_FUSE_DRY_MAX];    /* the value each step produces */
+    bool keep[LD_FUSE_DRY_MAX];    /* materialised: a pool tensor */
+    int donor[LD_FUSE_DRY_MAX];    /* keep: the dying value whose buffer it takes, or -1 */
+} ld_fuse_dry;
+bool ld_exec_fuse_dry(const ld_exec *e, const ld_tensor *const *slots, const bool *can_donate,
+                      int i, ld_fuse_dry *out);
+
 #endif

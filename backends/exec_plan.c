@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/exec_fuse_ops.h"
 #include "backends/exec_internal.h"
 #include "layerdiff/memory.h"
 
@@ -46,6 +47,11 @@ typedef struct planner {
     const ld_exec *e;
     const ld_graph *g;
     plan_value *values;
+    /* the walk of ld_exec_run with chain fusion (e->fuse): the live
+       placeholders and the values holding a buffer, for ld_exec_fuse_dry */
+    bool fused;
+    const ld_tensor **view;
+    bool *can_donate;
     ld_arena_sim *sim[N_MODES];
     size_t live, peak_run, peak_step;
     int peak_node, node;
@@ -307,6 +313,22 @@ static bool compute_real(planner *p, const ld_node *node, node_io *io)
     return true;
 }
 
+/* ld_exec_retire_node (exec_step.c): outputs nobody reads, then the
+ * values that die at the node. */
+static void retire_node(planner *p, const ld_node *node)
+{
+    for (int j = 0; j < node->n_outputs; j++) {
+        int v = node->outputs[j];
+        if (v >= 0 && p->e->last_use[v] < 0)
+            release_value(p, v);
+    }
+    for (int j = 0; j < node->n_inputs; j++) {
+        int v = node->inputs[j];
+        if (v >= 0 && p->e->last_use[v] == node->index)
+            release_value(p, v);
+    }
+}
+
 /* One node: ld_exec_step's compute and install, then finish_step. */
 static bool plan_node(planner *p, int i, node_io *io)
 {
@@ -402,18 +424,63 @@ static bool plan_node(planner *p, int i, node_io *io)
             io->out[j] = NULL;
         }
     }
-    /* ld_exec_finish_step: outputs nobody reads, then values that die here */
-    for (int j = 0; j < node->n_outputs; j++) {
-        int v = node->outputs[j];
-        if (v >= 0 && p->e->last_use[v] < 0)
-            release_value(p, v);
+    retire_node(p, node);
+    return true;
+}
+
+/* ld_exec_fuse_run (exec_fuse.c), the fused walk only: the chain's
+ * materialised values from the pool or over a dying input's buffer (all
+ * before it computes), then every node of it retired in order as
+ * ld_exec_retire_node does. Values that live only in block buffers take
+ * nothing. The stepwise arena is not meaningful in this walk. */
+static bool plan_chain(planner *p, int first, const ld_fuse_dry *d)
+{
+    p->node = first;
+    for (int k = 0; k < d->n; k++) {
+        if (!d->keep[k])
+            continue;
+        int v = d->value[k];
+        ld_tensor *t = NULL;
+        if (ld_tensor_wrap(&t, p->g->values[v].name, LD_DTYPE_FLOAT32, &d->shape, NULL,
+                           NULL) != LD_OK)
+            return give_up(p, "node '%s': output cannot be made", p->g->nodes[d->node[k]].name);
+        const sim_buf *donor = d->donor[k] >= 0 ? &p->values[d->donor[k]].buf : NULL;
+        sim_buf b;
+        bool ok = sim_get(p, t->nbytes, &b, donor);
+        if (donor)
+            p->values[d->donor[k]].buf.has[MODE_RUN] = false;
+        p->values[v] = (plan_value){.t = t, .own = t, .owned = true, .buf = b};
+        if (!ok)
+            return false;
     }
-    for (int j = 0; j < node->n_inputs; j++) {
-        int v = node->inputs[j];
-        if (v >= 0 && p->e->last_use[v] == i)
-            release_value(p, v);
+    for (int i = first; i < d->end; i++) {
+        const ld_node *node = &p->g->nodes[i];
+        const exec_node *xn = &p->e->nodes[i];
+        if (xn->folded)
+            p->values[node->outputs[0]] = (plan_value){.t = xn->folded, .real = true};
+        retire_node(p, node);
     }
     return true;
+}
+
+/* Node i in the fused walk: the chain starting there (*next: the node
+ * after it), or the node alone. */
+static bool plan_step(planner *p, int i, node_io *io, int *next)
+{
+    *next = i + 1;
+    if (p->fused && p->e->nodes[i].fuse_op != LD_FUSE_NONE) {
+        for (int v = 0; v < p->g->n_values; v++) {
+            const plan_value *pv = &p->values[v];
+            p->view[v] = pv->t;
+            p->can_donate[v] = pv->owned && pv->buf.has[MODE_RUN];
+        }
+        ld_fuse_dry d;
+        if (ld_exec_fuse_dry(p->e, p->view, p->can_donate, i, &d)) {
+            *next = d.end;
+            return plan_chain(p, i, &d);
+        }
+    }
+    return plan_node(p, i, io);
 }
 
 /* The graph inputs: placeholders of the given shapes and declared dtypes
@@ -451,12 +518,14 @@ static void planner_free(planner *p, node_io *io, int max_io)
         ld_arena_sim_destroy(p->sim[m]);
 }
 
-bool ld_exec_plan_build(const ld_exec *e, const ld_shape *input_shapes, ld_exec_plan *plan,
-                        char *why, size_t why_size)
+/* One walk over the graph: ld_exec_run without fusion and the stepwise
+ * run side by side (fused false), or ld_exec_run with chain fusion. */
+static bool walk(const ld_exec *e, const ld_shape *input_shapes, bool fused, ld_exec_plan *plan,
+                 char *why, size_t why_size)
 {
     const ld_graph *g = e->graph;
     planner p = {.e = e, .g = g, .plan = plan, .why = why, .why_size = why_size,
-                 .peak_node = -1};
+                 .peak_node = -1, .fused = fused};
     *plan = (ld_exec_plan){.n_values = g->n_values, .peak_node = -1};
     int max_in = 1, max_out = 1;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -473,17 +542,20 @@ bool ld_exec_plan_build(const ld_exec *e, const ld_shape *input_shapes, ld_exec_
         .descs = calloc((size_t)max_out, sizeof *io.descs),
     };
     p.values = calloc(nv, sizeof *p.values);
+    p.view = fused ? calloc(nv, sizeof *p.view) : NULL;
+    p.can_donate = fused ? calloc(nv, sizeof *p.can_donate) : NULL;
     plan->value_bytes = calloc(nv, sizeof *plan->value_bytes);
     for (int m = 0; m < N_MODES; m++)
         p.sim[m] = ld_arena_sim_create();
     bool ok = io.in && io.scratch && io.out && io.out_buf && io.descs && p.values &&
-              plan->value_bytes && p.sim[0] && p.sim[1];
+              plan->value_bytes && p.sim[0] && p.sim[1] &&
+              (!fused || (p.view && p.can_donate));
     if (!ok)
         give_up(&p, "out of memory");
     if (ok)
         ok = plan_graph_inputs(&p, input_shapes);
-    for (int i = 0; ok && i < g->n_nodes; i++)
-        ok = plan_node(&p, i, &io);
+    for (int i = 0, next; ok && i < g->n_nodes; i = next)
+        ok = plan_step(&p, i, &io, &next);
     if (ok) {
         plan->peak_live = p.peak_step;
         plan->peak_checked_run = p.peak_run;
@@ -494,8 +566,31 @@ bool ld_exec_plan_build(const ld_exec *e, const ld_shape *input_shapes, ld_exec_
     } else {
         ld_exec_plan_clear(plan);
     }
+    free(p.view);
+    free(p.can_donate);
     planner_free(&p, &io, max_io);
     return ok;
+}
+
+bool ld_exec_plan_build(const ld_exec *e, const ld_shape *input_shapes, ld_exec_plan *plan,
+                        char *why, size_t why_size)
+{
+    if (!walk(e, input_shapes, false, plan, why, why_size))
+        return false;
+    if (!e->fuse)
+        return true;
+    /* This executor's ld_exec_run fuses chains: its figures come from a
+     * walk that fuses as it will; the stepwise ones stay. */
+    ld_exec_plan fused;
+    if (!walk(e, input_shapes, true, &fused, why, why_size)) {
+        ld_exec_plan_clear(plan);
+        return false;
+    }
+    plan->peak_checked_run = fused.peak_checked_run;
+    plan->peak_node = fused.peak_node;
+    plan->top_run = fused.top_run;
+    ld_exec_plan_clear(&fused);
+    return true;
 }
 
 void ld_exec_plan_clear(ld_exec_plan *plan)

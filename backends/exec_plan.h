@@ -36,11 +36,14 @@ typedef struct ld_exec_plan {
      * (buffers taken over in place are not checked): ld_exec_run, and the
      * stepwise run (every allocation checked: peak_live). */
     size_t peak_checked_run;
-    /* The arena's top after ld_exec_run (in-place donation on) and after a
-     * stepwise run (begin / step / finish_step: no donation). */
+    /* The arena's top after ld_exec_run (in-place donation on; chains of
+     * elementwise nodes fused when the executor fuses: exec_fuse.c, which
+     * the plan asks what it would fuse) and after a stepwise run (begin /
+     * step / finish_step: no donation, no fusion). peak_checked_run and
+     * peak_node above are ld_exec_run's likewise. */
     size_t top_run;
     size_t top_stepwise;
-    /* Per graph value: bytes of the buffer the run allocates for it, 0 for
+    /* Per graph value: bytes of the buffer a run without fusion allocates for it, 0 for
      * none (initializers, graph inputs, folded Constants, empty tensors,
      * omitted outputs). n_values entries; owned. */
     size_t *value_bytes;

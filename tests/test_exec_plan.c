@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define LD_POOL_NO_BYPASS 1
 #include "backends/pool.c"
@@ -49,15 +50,23 @@ static void int_attr(Onnx__NodeProto *n, const char *name, int64_t v)
     a->i = v;
 }
 
-static ld_exec *create_ok(const ld_graph *g, int threads)
+static ld_exec *create_fusing(const ld_graph *g, int threads, bool fuse)
 {
     ld_exec *e = NULL;
     ld_error err;
-    ld_exec_config cfg = {.threads = threads};
+    ld_exec_config cfg = {.threads = threads, .fuse = fuse};
     if (ld_exec_create(&e, g, &cfg, &err) != LD_OK)
         fail_msg("create failed: %s", err.message);
     return e;
 }
+
+static ld_exec *create_ok(const ld_graph *g, int threads)
+{
+    return create_fusing(g, threads, false);
+}
+
+/* Nodes the fused runs of check_plan_matches computed in chains. */
+static int fused_nodes_seen;
 
 /* Bytes of the buffer each value's tensor held in a run (0: not seen, or
  * not the executor's: inputs, folded Constants). */
@@ -70,19 +79,23 @@ static ld_status see(void *user, const ld_tensor_event *ev, ld_error *err)
 {
     (void)err;
     seen *s = user;
-    if (ev->node && !s->e->nodes[ev->node->index].folded)
+    if (ev->node && !s->e->nodes[ev->node->index].folded && ev->tensor->data)
         s->bytes[ev->value] = ev->tensor->nbytes;
     return LD_OK;
 }
 
-/* Plans g at the input set's shapes, then runs it both ways on fresh
- * executors and compares sizes, peaks and tops. */
+/* Plans g at the input set's shapes, then runs it three ways on fresh
+ * executors (ld_exec_run, stepwise, ld_exec_run fusing elementwise chains)
+ * and compares sizes, peaks and tops. */
 static void check_plan_matches(const ld_graph *g, const ld_input_set *in)
 {
     ld_error err;
     char why[256] = "";
-    for (int stepwise = 0; stepwise < 2; stepwise++) {
-        ld_exec *e = create_ok(g, 2);
+    for (int mode = 0; mode < 3; mode++) {
+        bool stepwise = mode == 1, fused = mode == 2;
+        ld_exec_set_fusion(fused ? 1 : 0);
+        ld_exec *e = create_fusing(g, 2, fused);
+        ld_exec_set_fusion(-1);
         ld_exec_plan plan;
         if (!ld_exec_plan_build(e, in->shapes, &plan, why, sizeof why))
             fail_msg("no plan: %s", why);
@@ -100,10 +113,13 @@ static void check_plan_matches(const ld_graph *g, const ld_input_set *in)
             }
             ld_exec_end(e);
         }
+        /* (a fused run stores only some values; those it stores match) */
         for (int v = 0; v < g->n_values; v++)
-            if (s.bytes[v] != plan.value_bytes[v])
+            if (s.bytes[v] != plan.value_bytes[v] && (!fused || s.bytes[v]))
                 fail_msg("value '%s': planned %zu bytes, the run allocated %zu",
                          g->values[v].name, plan.value_bytes[v], s.bytes[v]);
+        if (fused)
+            fused_nodes_seen += ld_exec_fused_nodes(e);
         assert_int_equal(ld_exec_peak_bytes(e), stepwise ? plan.peak_live : plan.peak_checked_run);
         assert_true(plan.peak_checked_run <= plan.peak_live);
         assert_int_equal(ld_pool_top(e->pool), stepwise ? plan.top_stepwise : plan.top_run);
@@ -122,19 +138,37 @@ static void make_inputs(const ld_graph *g, const char *shapes, ld_input_set *in)
         fail_msg("inputs: %s", err.message);
 }
 
+/* The real model the plan is also checked on: $LD_TEST_PLAN_MODEL at
+ * $LD_TEST_PLAN_SHAPES when set, else PaddleOCR det at 640x640 when
+ * scripts/fetch-models.sh has put it in models/ (NULL: none). */
+static const char *real_model(const char **shapes)
+{
+    const char *model = getenv("LD_TEST_PLAN_MODEL");
+    *shapes = getenv("LD_TEST_PLAN_SHAPES");
+    if (!model && access("models/ppocr_det.onnx", R_OK) == 0) {
+        model = "models/ppocr_det.onnx";
+        *shapes = "x:1x3x640x640";
+    }
+    return model;
+}
+
+/* Every fixture, and the real model (PaddleOCR det: its fused chains). */
 static void test_fixtures(void **state)
 {
     (void)state;
     const char *models[] = {"fixtures/accumulate.onnx", "fixtures/cnn.onnx", "fixtures/deep.onnx",
-                            "fixtures/overflow.onnx", "fixtures/transformer.onnx"};
-    for (size_t k = 0; k < sizeof models / sizeof *models; k++) {
+                            "fixtures/overflow.onnx", "fixtures/transformer.onnx", NULL};
+    const char *real_shapes;
+    models[5] = real_model(&real_shapes);
+    for (size_t k = 0; k < sizeof models / sizeof *models && models[k]; k++) {
         ld_graph *g = NULL;
         ld_error err;
         if (ld_onnx_load_file(&g, models[k], &err) != LD_OK)
             fail_msg("%s: %s", models[k], err.message);
         ld_input_set in = {0};
-        make_inputs(g, strstr(models[k], "deep") || strstr(models[k], "transformer") ? "batch:3"
-                                                                                    : NULL,
+        make_inputs(g, k == 5                ? real_shapes
+                       : strstr(models[k], "deep") || strstr(models[k], "transformer") ? "batch:3"
+                                                                                      : NULL,
                     &in);
         print_message("  %s\n", models[k]);
         check_plan_matches(g, &in);
@@ -169,16 +203,38 @@ static Onnx__ModelProto *random_model(unsigned seed, bool half)
     int n = 1;
     snprintf(names[0], sizeof names[0], "x");
     const char *unary[] = {"Relu", "Sigmoid", "Neg", "Abs", "Exp"};
+    /* constants for chains of elementwise nodes the executor fuses */
+    static const float half_f = 0.5f, three_f = 3.0f;
+    int64_t one = 1;
+    Onnx__TensorProto *ct = ob_tensor("half", FLOAT, 1, &one);
+    ob_set_raw(ct, &half_f, sizeof half_f);
+    OB_PUSH(gr->initializer, gr->n_initializer, ct);
+    ct = ob_tensor("three", FLOAT, 1, &one);
+    ob_set_raw(ct, &three_f, sizeof three_f);
+    OB_PUSH(gr->initializer, gr->n_initializer, ct);
     int steps = 8 + rand() % 20;
-    for (int s = 0; s < steps && n < 60; s++) {
+    for (int s = 0; s < steps && n < 60 && gr->n_node < OB_CAP - 6; s++) {
         const char *a = names[n - 1];
         char out[16], out2[16], node[16];
         snprintf(out, sizeof out, "v%d", n);
         snprintf(node, sizeof node, "n%d", n);
-        switch (rand() % 7) {
+        int pick = rand() % 9;
+        if (half && pick >= 7) /* the constants are float32 */
+            pick = 0;
+        switch (pick) {
         case 0: case 1:
             ob_node(gr, unary[rand() % 5], node, a, out);
             break;
+        case 7: case 8: { /* a chain: x * 0.5 + 3, then Relu, often kept going */
+            char ins[40], mid[16], node2[16];
+            snprintf(mid, sizeof mid, "c%d", n);
+            snprintf(node2, sizeof node2, "m%d", n);
+            snprintf(ins, sizeof ins, "%s,half", a);
+            ob_node(gr, "Mul", node2, ins, mid);
+            snprintf(ins, sizeof ins, "%s,three", mid);
+            ob_node(gr, pick == 7 ? "Add" : "Sub", node, ins, out);
+            break;
+        }
         case 2: { /* a value read twice (in place only when a dies here) */
             char ins[40];
             snprintf(ins, sizeof ins, "%s,%s", a, a);
@@ -262,6 +318,59 @@ static void test_generated_graphs(void **state)
         ld_input_set_clear(&in);
         ld_graph_destroy(g);
     }
+    /* the fused walk was exercised, not only planned */
+    assert_true(fused_nodes_seen > 0);
+}
+
+/* A hard-swish chain over a graph input: unfused, a1 stays live beside a2
+ * (two buffers: neither the input nor a1 can be written over); fused,
+ * only the graph output is stored. The plan of a fusing executor must
+ * follow the fused run, not the unfused one. */
+static void test_fused_chain_plan(void **state)
+{
+    (void)state;
+    Onnx__ModelProto *m = ob_model();
+    Onnx__GraphProto *gr = m->graph;
+    int64_t dims[] = {1, 4, 64, 64}, one = 1;
+    ob_input(gr, "x", FLOAT, 4, dims);
+    static const float three = 3.0f, zero = 0.0f, six = 6.0f;
+    const char *names[] = {"three", "zero", "six"};
+    const float *values[] = {&three, &zero, &six};
+    for (int k = 0; k < 3; k++) {
+        Onnx__TensorProto *t = ob_tensor(names[k], FLOAT, 1, &one);
+        ob_set_raw(t, values[k], sizeof(float));
+        OB_PUSH(gr->initializer, gr->n_initializer, t);
+    }
+    ob_node(gr, "Add", "a1", "x,three", "a1");
+    ob_node(gr, "Add", "a2", "a1,three", "a2");
+    ob_node(gr, "Clip", "cl", "a2,zero,six", "cl");
+    ob_node(gr, "Mul", "m2", "a1,cl", "m2");
+    ob_node(gr, "Div", "y", "m2,six", "y");
+    ob_output(gr, "y", FLOAT);
+    ld_graph *g = ob_load_ok(m);
+    ld_input_set in = {0};
+    make_inputs(g, NULL, &in);
+    int before = fused_nodes_seen;
+    check_plan_matches(g, &in);
+    assert_int_equal(fused_nodes_seen - before, 5);
+    ld_exec_plan plain, fused;
+    ld_exec *e = create_ok(g, 1);
+    ld_exec_set_fusion(1);
+    ld_exec *f = create_fusing(g, 1, true);
+    ld_exec_set_fusion(-1);
+    assert_true(ld_exec_plan_build(e, in.shapes, &plain, NULL, 0));
+    assert_true(ld_exec_plan_build(f, in.shapes, &fused, NULL, 0));
+    size_t tensor = 4 * 64 * 64 * sizeof(float);
+    assert_true(plain.peak_checked_run >= 2 * tensor);
+    assert_int_equal(fused.peak_checked_run, tensor);
+    assert_true(fused.top_run < plain.top_run);
+    assert_int_equal(fused.top_stepwise, plain.top_stepwise); /* stepwise never fuses */
+    ld_exec_plan_clear(&plain);
+    ld_exec_plan_clear(&fused);
+    ld_exec_destroy(e);
+    ld_exec_destroy(f);
+    ld_input_set_clear(&in);
+    ld_graph_destroy(g);
 }
 
 /* --- giving up ------------------------------------------------------------------------ */
@@ -488,19 +597,20 @@ static void test_prepare_without_allocations(void **state)
 
 /* The emulated engine's hooks allocate scratch the plan does not follow:
  * what prepare faults in stays within the arena its run touches. Also on
- * the model in $LD_TEST_PLAN_MODEL at $LD_TEST_PLAN_SHAPES when set (e.g.
- * models/ppocr_det.onnx, x:1x3x640x640). */
+ * the real model (real_model). */
 static void test_emulated_prefault_within_its_run(void **state)
 {
     (void)state;
     const char *models[] = {"fixtures/deep.onnx", "fixtures/transformer.onnx",
                             "fixtures/cnn.onnx", "fixtures/accumulate.onnx",
-                            "fixtures/overflow.onnx", getenv("LD_TEST_PLAN_MODEL")};
+                            "fixtures/overflow.onnx", NULL};
+    const char *real_shapes;
+    models[5] = real_model(&real_shapes);
     for (size_t k = 0; k < sizeof models / sizeof *models && models[k]; k++) {
         ld_graph *g = NULL;
         ld_input_set in;
         bool batch = strstr(models[k], "deep") || strstr(models[k], "transformer");
-        const char *shapes = k == 5 ? getenv("LD_TEST_PLAN_SHAPES") : batch ? "batch:8" : NULL;
+        const char *shapes = k == 5 ? real_shapes : batch ? "batch:8" : NULL;
         load_fixture(models[k], shapes, &g, &in);
         const ld_backend_vtable *vt = ld_backend_find("emulated");
         void *state_ = NULL;
@@ -536,6 +646,7 @@ int main(void)
         T(test_gives_up_on_deferred_outputs),
         T(test_gives_up_on_reading_a_placeholder),
         T(test_kernel_helpers_refuse_placeholders),
+        T(test_fused_chain_plan),
         T(test_prepare_prefaults_the_planned_top),
         T(test_prepare_fails_over_the_memory_limit),
         T(test_prepare_without_allocations),
