@@ -552,12 +552,19 @@ static void run_block(const chain *c, int64_t b, int64_t per, float *bufs)
         }
         float *d = s->keep ? (float *)s->out->data + at
                            : bufs + (size_t)s->buf * (FUSE_BLOCK + FUSE_SKEW);
-        ld_fuse_apply(s->op, d, x[0], x[1], s->a, s->b, n);
-        /* the backend's rounding, before the next node reads the block */
-        if (s->round_fp16_inline)
-            ld_fuse_round_fp16(d, n, s->round_block, s->round_user);
-        else if (s->round_block)
-            s->round_block(s->round_user, 0, d, n);
+        /* the backend's rounding, before the next node reads the block:
+         * in the op's loop where it can, else a pass over the block */
+        if (s->round_fp16_inline) {
+            if (!ld_fuse_apply_round_fp16(s->op, d, x[0], x[1], s->a, s->b, n, s->round_block,
+                                          s->round_user)) {
+                ld_fuse_apply(s->op, d, x[0], x[1], s->a, s->b, n);
+                ld_fuse_round_fp16(d, n, s->round_block, s->round_user);
+            }
+        } else {
+            ld_fuse_apply(s->op, d, x[0], x[1], s->a, s->b, n);
+            if (s->round_block)
+                s->round_block(s->round_user, 0, d, n);
+        }
         where[k] = d;
     }
 }

@@ -7,6 +7,7 @@
 
 #include <math.h>
 
+#include "backends/kernels/activation_round.h"
 #include "backends/kernels/elementwise_round.h"
 #include "backends/kernels/round_fp16_group.h"
 
@@ -97,6 +98,80 @@ void ld_fuse_apply(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float alpha, 
     case LD_FUSE_HARDSWISH: hardswish_rows(d, a.p, p, n); break;
     case LD_FUSE_SIGMOID: sigmoid_rows(d, a.p, n); break;
     default: break;
+    }
+}
+
+/* The rows above in the kernels' row and map signatures (elementwise.h),
+ * for the one-pass rounding loops of elementwise_round.c and
+ * activation_round.c, which call them on the groups they leave unrounded
+ * (so NaN payloads are these rows'). */
+static ld_fuse_arg row_arg(const void *in, int64_t stride)
+{
+    ld_fuse_arg a = {0};
+    if (stride)
+        a.p = in;
+    else
+        a.s = *(const float *)in;
+    return a;
+}
+#define ROW_ADAPTER(name, rows)                                                          \
+    static void name(void *out, const void *const *in, const int64_t *stride, int64_t n, \
+                     const void *params)                                                 \
+    {                                                                                    \
+        (void)params;                                                                    \
+        rows(out, row_arg(in[0], stride[0]), row_arg(in[1], stride[1]), n);              \
+    }
+ROW_ADAPTER(add_row_fn, add_rows)
+ROW_ADAPTER(sub_row_fn, sub_rows)
+ROW_ADAPTER(mul_row_fn, mul_rows)
+ROW_ADAPTER(div_row_fn, div_rows)
+
+static void clip_map_fn(void *out, const void *in, int64_t n, const void *params)
+{
+    clip_rows(out, in, params, n);
+}
+
+static void relu_map_fn(void *out, const void *in, int64_t n, const void *params)
+{
+    relu_rows(out, in, params, n);
+}
+
+bool ld_fuse_apply_round_fp16(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float alpha,
+                              float beta, int64_t n,
+                              void (*round_block)(void *, int, float *, int64_t), void *user)
+{
+    static const ld_ew_row_fn arith_rows[] = {
+        [LD_FUSE_ADD] = add_row_fn,
+        [LD_FUSE_SUB] = sub_row_fn,
+        [LD_FUSE_MUL] = mul_row_fn,
+        [LD_FUSE_DIV] = div_row_fn,
+    };
+    static const ld_ew_arith arith_ops[] = {
+        [LD_FUSE_ADD] = LD_EW_ARITH_ADD,
+        [LD_FUSE_SUB] = LD_EW_ARITH_SUB,
+        [LD_FUSE_MUL] = LD_EW_ARITH_MUL,
+        [LD_FUSE_DIV] = LD_EW_ARITH_DIV,
+    };
+    ld_kernel_ctx ctx = {0}; /* the loops read round_block and round_user only */
+    ctx.round_block = round_block;
+    ctx.round_user = user;
+    const float p[2] = {alpha, beta};
+    switch (op) {
+    case LD_FUSE_ADD:
+    case LD_FUSE_SUB:
+    case LD_FUSE_MUL:
+    case LD_FUSE_DIV: {
+        int level = ld_ew_round_level();
+        if (level != LD_EW_ROUND_AVX2 || (!a.p && !b.p))
+            return false;
+        ld_ew_arith_fp16(&ctx, level, arith_ops[op], d, a.p ? a.p : &a.s, b.p ? b.p : &b.s,
+                         a.p != NULL, b.p != NULL, n, arith_rows[op], NULL);
+        return true;
+    }
+    case LD_FUSE_CLIP: return ld_act_clamp_fp16_block(&ctx, d, a.p, n, alpha, beta, clip_map_fn, p);
+    case LD_FUSE_RELU:
+        return ld_act_clamp_fp16_block(&ctx, d, a.p, n, 0.0f, INFINITY, relu_map_fn, p);
+    default: return false;
     }
 }
 

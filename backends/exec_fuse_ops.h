@@ -51,4 +51,13 @@ void ld_fuse_apply(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float alpha, 
 void ld_fuse_round_fp16(float *d, int64_t n, void (*round_block)(void *, int, float *, int64_t),
                         void *user);
 
+/* d[0, n) = op(a[, b]) rounded to float16 in the arithmetic loop, for
+ * Add/Sub/Mul/Div (elementwise_round.h) and Clip/Relu (activation_round.h)
+ * at their AVX2 level: the same values and round_block calls (counters) as
+ * ld_fuse_apply followed by ld_fuse_round_fp16, without a second pass over
+ * the block. False, doing nothing, for other ops and levels. */
+bool ld_fuse_apply_round_fp16(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float alpha,
+                              float beta, int64_t n,
+                              void (*round_block)(void *, int, float *, int64_t), void *user);
+
 #endif

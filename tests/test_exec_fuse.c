@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "backends/exec.h"
+#include "backends/kernels/activation_round.h"
 #include "backends/kernels/elementwise_round.h"
 #include "layerdiff/engine.h"
 #include "tests/support/emulated_testing.h"
@@ -551,7 +552,7 @@ static void emu_compare_level(const ld_graph *g, const ld_engine_config *cfg,
                               ld_tensor *const *inputs, int threads, bool want_fused);
 
 /* Values, types, precisions and every counter the same fused and unfused,
- * at each level of the in-loop float16 rounding (elementwise_round.h) the
+ * at each level of the in-loop float16 rounding (elementwise_round.h, activation_round.h) the
  * CPU has: the portable one hands every block to round_block. */
 static void emu_compare(const ld_graph *g, const ld_engine_config *cfg, ld_tensor *const *inputs,
                         int threads, bool want_fused)
@@ -559,9 +560,13 @@ static void emu_compare(const ld_graph *g, const ld_engine_config *cfg, ld_tenso
     for (int level = LD_EW_ROUND_NONE; level <= LD_EW_ROUND_AVX2; level++) {
         if (!ld_ew_round_force_level(level))
             continue;
-        emu_compare_level(g, cfg, inputs, threads, want_fused);
+        /* Clip/Relu's level (activation_round.h) both ways under each */
+        for (int act = LD_ACT_ROUND_NONE; act <= LD_ACT_ROUND_AVX2; act++)
+            if (ld_act_round_force_level(act))
+                emu_compare_level(g, cfg, inputs, threads, want_fused);
     }
     ld_ew_round_force_level(-1);
+    ld_act_round_force_level(-1);
 }
 
 static void emu_compare_level(const ld_graph *g, const ld_engine_config *cfg,

@@ -109,6 +109,20 @@ AVX2 static void clamp_run(const ld_kernel_ctx *ctx, float *out, uint16_t *bits,
 
 #endif
 
+bool ld_act_clamp_fp16_block(const ld_kernel_ctx *ctx, float *out, const float *in, int64_t n,
+                             float lo, float hi, ld_ew_map_fn fn, const void *params)
+{
+#if defined(__x86_64__)
+    if (ld_act_round_level() != LD_ACT_ROUND_AVX2)
+        return false;
+    clamp_run(ctx, out, NULL, in, n, lo, hi, fn, params);
+    return true;
+#else
+    (void)ctx, (void)out, (void)in, (void)n, (void)lo, (void)hi, (void)fn, (void)params;
+    return false;
+#endif
+}
+
 bool ld_act_clamp_fp16(ld_kernel_ctx *ctx, const ld_tensor *in, float lo, float hi,
                        ld_ew_map_fn fn, const void *params)
 {

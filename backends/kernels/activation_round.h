@@ -39,4 +39,13 @@ bool ld_act_round_force_level(int level);
 bool ld_act_clamp_fp16(ld_kernel_ctx *ctx, const ld_tensor *in, float lo, float hi,
                        ld_ew_map_fn fn, const void *params);
 
+/* The same loop over one block the caller owns, on the calling thread (the
+ * fused chains of backends/exec_fuse.c): out[0, n) = clamp of in[0, n),
+ * rounded by groups of 16 as above, the other groups written by fn and
+ * handed to ctx->round_block (which must round to float16; only round_block
+ * and round_user of ctx are read; no float16 bits are kept). False, doing
+ * nothing, when the level is not AVX2. in may be out. */
+bool ld_act_clamp_fp16_block(const ld_kernel_ctx *ctx, float *out, const float *in, int64_t n,
+                             float lo, float hi, ld_ew_map_fn fn, const void *params);
+
 #endif
