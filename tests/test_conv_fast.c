@@ -139,7 +139,7 @@ static float *run_direct(const conv_case *t, int threads)
     float *scratch = aligned_alloc(64, (floats * sizeof *scratch + 63) / 64 * 64);
     assert_non_null(y);
     assert_non_null(scratch);
-    ld_conv_direct_f32(t->x, t->w, t->b, y, t->C, t->M, &t->g, scratch, threads);
+    ld_conv_direct_f32(t->x, t->w, t->b, y, t->C, t->M, &t->g, scratch, threads, NULL);
     free(scratch);
     return y;
 }

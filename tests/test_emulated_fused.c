@@ -17,6 +17,9 @@
  *    (round_fp16_inline, elementwise_round.h) at every level this CPU runs:
  *    the values are the hook's, and every element whose rounding counts
  *    anything still reaches the hook unrounded;
+ *  - Conv (direct kernel rounding float16 in its stores, depthwise handing
+ *    each plane to the hook) equals the pass, values and counters, with the
+ *    observer reading only outputs or everything;
  *  - a folded Constant: observed with counters present, rounded by the layer
  *    that reads it with the same counts every run. */
 #include <setjmp.h>
@@ -33,6 +36,7 @@
 #include "backends/emulated.h"
 #include "backends/emulated_count.h"
 #include "backends/emulated_count_internal.h"
+#include "backends/kernels/conv_direct_internal.h"
 #include "backends/kernels/elementwise.h"
 #include "backends/kernels/elementwise_round.h"
 #include "layerdiff/backend.h"
@@ -446,10 +450,13 @@ static void expect_same_runs(const emt_capture *a, const emt_capture *b)
     for (int i = 0; i < a->n; i++) {
         const emt_event *x = &a->ev[i], *y = &b->ev[i];
         assert_string_equal(x->value, y->value);
-        assert_int_equal(x->t->dtype, y->t->dtype);
-        assert_int_equal(x->t->nbytes, y->t->nbytes);
-        if (memcmp(x->t->data, y->t->data, x->t->nbytes) != 0)
-            fail_msg("'%s' differs between fused and unfused rounding", x->value);
+        assert_true((x->t == NULL) == (y->t == NULL)); /* shown without data */
+        if (x->t) {
+            assert_int_equal(x->t->dtype, y->t->dtype);
+            assert_int_equal(x->t->nbytes, y->t->nbytes);
+            if (memcmp(x->t->data, y->t->data, x->t->nbytes) != 0)
+                fail_msg("'%s' differs between fused and unfused rounding", x->value);
+        }
         const ld_layer_counters *p = &x->counters, *q = &y->counters;
         if (p->overflows != q->overflows || p->underflows != q->underflows ||
             p->subnormals != q->subnormals || p->nans_created != q->nans_created ||
@@ -521,6 +528,121 @@ static void test_fused_run_equals_pass(void **state)
     ld_ew_round_force_level(-1);
 }
 
+/* --- convolutions ------------------------------------------------------------------------ */
+
+static float conv_value(float scale)
+{
+    uint32_t r = rnd32();
+    if (r % 499 == 0)
+        return r % 3 ? INFINITY : NAN;
+    if (r % 9 == 0)
+        return 0.0f;
+    return scale * ((float)(int32_t)(rnd32() % 2001u) - 1000.0f) / 250.0f;
+}
+
+static void conv_node(Onnx__GraphProto *g, const char *name, const char *in, const char *out,
+                      int64_t m, int64_t c_per_group, int64_t k, int64_t group)
+{
+    char w_name[32], b_name[32], ins[96];
+    snprintf(w_name, sizeof w_name, "%s_w", name);
+    snprintf(b_name, sizeof b_name, "%s_b", name);
+    int64_t dims[4] = {m, c_per_group, k, k}, count = m * c_per_group * k * k;
+    Onnx__TensorProto *w = ob_tensor(w_name, FLOAT, 4, dims);
+    float *wv = ob_mem((size_t)count * sizeof *wv);
+    for (int64_t i = 0; i < count; i++) /* some large (overflow), some tiny (subnormals) */
+        wv[i] = i % 11 == 0 ? conv_value(500.0f) : i % 11 == 1 ? conv_value(1e-6f)
+                                                               : conv_value(0.05f);
+    ob_set_raw(w, wv, (size_t)count * sizeof *wv);
+    OB_PUSH(g->initializer, g->n_initializer, w);
+    Onnx__TensorProto *b = ob_tensor(b_name, FLOAT, 1, &m);
+    float *bv = ob_mem((size_t)m * sizeof *bv);
+    for (int64_t i = 0; i < m; i++)
+        bv[i] = i % 4 == 0 ? 0.0f : conv_value(0.01f);
+    ob_set_raw(b, bv, (size_t)m * sizeof *bv);
+    OB_PUSH(g->initializer, g->n_initializer, b);
+    snprintf(ins, sizeof ins, "%s,%s,%s", in, w_name, b_name);
+    Onnx__NodeProto *n = ob_node(g, "Conv", name, ins, out);
+    Onnx__AttributeProto *pads = ob_attr(n, "pads", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+    pads->n_ints = 4;
+    pads->ints = ob_mem(4 * sizeof *pads->ints);
+    for (int i = 0; i < 4; i++)
+        pads->ints[i] = k / 2;
+    Onnx__AttributeProto *grp = ob_attr(n, "group", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+    grp->has_i = 1;
+    grp->i = group;
+}
+
+/* x [N, C, H, W] -> Mul "square" -> Conv "dense" (3x3, pads 1, C -> M) ->
+ * Conv "dw" (depthwise 3x3) -> Conv "pw" (1x1) -> Mul "same" (x 1) -> y:
+ * the direct convolution rounds float16 in its stores, depthwise hands each
+ * plane to round_block (conv.c). */
+static ld_graph *model_conv(int64_t n, int64_t c, int64_t m, int64_t h, int64_t w)
+{
+    Onnx__ModelProto *mp = ob_model();
+    Onnx__GraphProto *g = mp->graph;
+    int64_t dims[4] = {n, c, h, w}, one = 1;
+    ob_input(g, "x", FLOAT, 4, dims);
+    Onnx__TensorProto *s = ob_tensor("one", FLOAT, 1, &one);
+    float *sv = ob_mem(sizeof *sv);
+    sv[0] = 1.0f;
+    ob_set_raw(s, sv, sizeof *sv);
+    OB_PUSH(g->initializer, g->n_initializer, s);
+    ob_node(g, "Mul", "square", "x,x", "sq");
+    conv_node(g, "dense", "sq", "dense_out", m, c, 3, 1);
+    conv_node(g, "dw", "dense_out", "dw_out", m, 1, 3, m);
+    conv_node(g, "pw", "dw_out", "pw_out", m, m, 1, 1);
+    ob_node(g, "Mul", "same", "pw_out,one", "y");
+    ob_output(g, "y", FLOAT);
+    return ob_load_ok(mp);
+}
+
+/* The convolutions' own rounding equals the engine's pass, values and every
+ * layer's counters, when the observer reads only the outputs (then the
+ * direct convolution rounds in its stores) and when it reads everything
+ * (the float16 bits kept: the stores leave rounding to the hook), on 1 and
+ * 2 threads, at every direct-convolution level the CPU runs and without the
+ * direct kernels (im2col). */
+static void test_conv_rounding_equals_pass(void **state)
+{
+    (void)state;
+    static const ld_conv_direct_level levels[] = {LD_CONV_DIRECT_NONE, LD_CONV_DIRECT_AVX2,
+                                                  LD_CONV_DIRECT_AVX512};
+    ld_graph *g = model_conv(1, 6, 13, 21, 45);
+    int64_t dims[4] = {1, 6, 21, 45};
+    ld_tensor *x = make_tensor("x", 4, dims);
+    for (int64_t i = 0; i < x->count; i++)
+        ((float *)x->data)[i] = conv_value(2.0f);
+    ld_engine_config cfg;
+    ld_engine_config_init(&cfg);
+    cfg.fp16 = true;
+    for (size_t li = 0; li < sizeof levels / sizeof levels[0]; li++) {
+        if (!ld_conv_direct_force_level(levels[li]))
+            continue;
+        for (int threads = 1; threads <= 2; threads++)
+            for (int outputs_only = 0; outputs_only < 2; outputs_only++) {
+                emt_capture fused = {0}, unfused = {0};
+                emt_run_observing(g, &cfg, &x, &fused, 2, threads, true, outputs_only);
+                emt_run_observing(g, &cfg, &x, &unfused, 2, threads, false, outputs_only);
+                expect_same_runs(&fused, &unfused);
+                int64_t counted = 0;
+                for (int i = 0; i < fused.n; i++)
+                    if (strcmp(fused.ev[i].node, "dense") == 0 ||
+                        strcmp(fused.ev[i].node, "dw") == 0 || strcmp(fused.ev[i].node, "pw") == 0)
+                        counted += fused.ev[i].counters.overflows +
+                                   fused.ev[i].counters.underflows +
+                                   fused.ev[i].counters.subnormals +
+                                   fused.ev[i].counters.nans_created;
+                assert_true(counted > 0); /* the data exercises the counters */
+                assert_non_null(emt_find(&fused, "y")->t);
+                emt_capture_free(&fused);
+                emt_capture_free(&unfused);
+            }
+    }
+    ld_conv_direct_force_level(LD_CONV_DIRECT_AUTO);
+    ld_tensor_destroy(x);
+    ld_graph_destroy(g);
+}
+
 /* --- a folded Constant ------------------------------------------------------------------ */
 
 /* A Constant is folded (exec.c's foldable_constant; never an emulated layer,
@@ -578,6 +700,7 @@ int main(void)
         T(test_constant_folded),
         T(test_round_block_equals_counted),
         T(test_fused_run_equals_pass),
+        T(test_conv_rounding_equals_pass),
     };
     /* every counting level this CPU can run (an AVX-512 machine also runs
      * the AVX2 code) */

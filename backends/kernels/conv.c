@@ -160,8 +160,10 @@ static void conv_output_shape(const conv_problem *p, ld_shape *out)
             }                                                                                  \
     }
 
+/* round: NULL, or the backend's output rounding (kernel.h round_block),
+ * called on each plane as soon as it is computed, while it is in cache. */
 #define DEFINE_DEPTHWISE(T, NAME, PLANE)                                                       \
-    static void NAME(const conv_problem *p, int threads)                                       \
+    static void NAME(const conv_problem *p, int threads, const ld_conv_round *round)           \
     {                                                                                          \
         const ld_window_geom *g = &p->g;                                                       \
         const T *x = p->x, *w = p->w, *b = p->b;                                               \
@@ -172,6 +174,9 @@ static void conv_output_shape(const conv_problem *p, ld_shape *out)
             int64_t n = pl / p->M, m = pl % p->M, c = m / Mg;                                  \
             PLANE(x + (n * p->C + c) * g->in_size, w + m * g->k_size, b ? b[m] : (T)0,         \
                   y + pl * g->out_size, g);                                                    \
+            if (round)                                                                         \
+                round->block(round->user, 0, (float *)(void *)(y + pl * g->out_size),          \
+                             g->out_size);                                                     \
         }                                                                                      \
     }
 
@@ -223,6 +228,22 @@ static bool is_pointwise(const ld_window_geom *g)
     return true;
 }
 
+/* The backend's output rounding of a float32 output 0 written at p->y
+ * (kernel.h), for kernels that round blocks themselves: false when there is
+ * none. inline_fp16: only where the kernel may round float16 itself
+ * (round_fp16_inline) and no float16 bits are wanted back. */
+static bool output_rounding(const ld_kernel_ctx *ctx, const conv_problem *p, bool inline_fp16,
+                            ld_conv_round *round)
+{
+    const ld_tensor *out = ctx->n_outputs > 0 ? ctx->outputs[0] : NULL;
+    if (!ctx->round_block || !out || out->dtype != LD_DTYPE_FLOAT32 || out->data != p->y ||
+        p->es != 4 || (inline_fp16 && (!ctx->round_fp16_inline || ctx->round_fp16_bits)))
+        return false;
+    round->block = ctx->round_block;
+    round->user = ctx->round_user;
+    return true;
+}
+
 /* float32 on AVX-512 and AVX2 CPUs: conv_direct.c per image and group, no im2col. */
 static ld_status conv_run_direct(ld_kernel_ctx *ctx, const conv_problem *p)
 {
@@ -236,11 +257,16 @@ static ld_status conv_run_direct(ld_kernel_ctx *ctx, const conv_problem *p)
                               "scratch", scratch_bytes);
     const float *x = p->x, *w = p->w, *b = p->b;
     float *y = p->y;
+    /* the emulated engine's float16 rounding in the tiles' stores */
+    ld_conv_round round;
+    bool rounds = output_rounding(ctx, p, true, &round);
     for (int64_t n = 0; n < p->N; n++)
         for (int64_t gr = 0; gr < p->group; gr++)
             ld_conv_direct_f32(x + (n * p->C + gr * Cg) * g->in_size, w + gr * Mg * Kg,
                                b ? b + gr * Mg : NULL, y + (n * p->M + gr * Mg) * g->out_size,
-                               Cg, Mg, g, scratch, ctx->threads);
+                               Cg, Mg, g, scratch, ctx->threads, rounds ? &round : NULL);
+    if (rounds)
+        ctx->rounded_outputs |= 1u;
     ld_scratch_put(scratch);
     return LD_OK;
 }
@@ -255,10 +281,15 @@ static ld_status conv_run(ld_kernel_ctx *ctx, const conv_problem *p)
     /* Depthwise has its own loops; accumulate-half takes the GEMM path, whose
      * order and rounding are the documented ones (backends/gemm_half.h). */
     if (Cg == 1 && !ld_numerics_accumulate_half(ctx->numerics)) {
-        if (p->es == 4)
-            depthwise_f32(p, ctx->threads);
-        else
-            depthwise_f64(p, ctx->threads);
+        if (p->es == 4) {
+            ld_conv_round round;
+            bool rounds = output_rounding(ctx, p, false, &round);
+            depthwise_f32(p, ctx->threads, rounds ? &round : NULL);
+            if (rounds)
+                ctx->rounded_outputs |= 1u;
+        } else {
+            depthwise_f64(p, ctx->threads, NULL);
+        }
         return LD_OK;
     }
     if (p->es == 4 && !ld_numerics_accumulate_half(ctx->numerics) &&

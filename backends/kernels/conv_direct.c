@@ -369,10 +369,11 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
 }
 
 static void pointwise_f32(const float *x, const float *w, const float *bias, float *y, int64_t C,
-                          int64_t M, const ld_window_geom *g, float *scratch, int threads)
+                          int64_t M, const ld_window_geom *g, float *scratch, int threads,
+                          const ld_conv_round *round)
 {
     ld_cd_pw_plan p = {.x = x, .bias = bias, .y = y, .C = C, .M = M, .P = g->out_size,
-                        .x_stride = g->in_size, .y_stride = g->out_size};
+                        .x_stride = g->in_size, .y_stride = g->out_size, .round = round};
     pointwise_run(&p, w, C, 1, scratch, threads);
 }
 
@@ -485,14 +486,15 @@ static int64_t tile_group(const ld_cd_plan *p, bool parallel, int threads)
 }
 
 void ld_conv_direct_f32(const float *x, const float *w, const float *bias, float *y, int64_t C,
-                        int64_t M, const ld_window_geom *g, float *scratch, int threads)
+                        int64_t M, const ld_window_geom *g, float *scratch, int threads,
+                        const ld_conv_round *round)
 {
     if (is_pointwise(g)) {
-        pointwise_f32(x, w, bias, y, C, M, g, scratch, threads);
+        pointwise_f32(x, w, bias, y, C, M, g, scratch, threads, round);
         return;
     }
     const ld_cd_isa *isa = active_isa();
-    ld_cd_plan p = {.bias = bias, .y = y, .C = C, .M = M};
+    ld_cd_plan p = {.bias = bias, .y = y, .C = C, .M = M, .round = round};
     for (int i = 0; i < 3; i++)
         p.k[i] = g->k[i], p.s[i] = g->s[i], p.d[i] = g->d[i];
     layout_for(g, isa->lanes, &p.L);

@@ -44,10 +44,21 @@ size_t ld_conv_direct_scratch_floats(const ld_window_geom *g, int64_t C, int64_t
  * w [M][C][g->k_size]) + bias[M] (bias NULL: none). scratch: 64-byte
  * aligned, ld_conv_direct_scratch_floats floats (contents unspecified).
  * Splits the work over up to `threads` OpenMP threads when it is large
- * enough. Only call it when ld_conv_direct_available() and
- * ld_conv_direct_fits(). */
+ * enough. round: NULL, or the float16 rounding above of every output.
+ * Only call it when ld_conv_direct_available() and ld_conv_direct_fits(). */
+/* Float16 rounding of the output in the tiles' stores, for a caller whose
+ * ld_kernel_ctx offers round_fp16_inline (include/layerdiff/kernel.h): a
+ * tile's run of one output channel whose values are all normal float16
+ * after rounding, or zeros, is stored rounded (fp16_split.h); any other run
+ * is stored unrounded and handed to block(user, 0, run, n) right after. */
+typedef struct ld_conv_round {
+    void (*block)(void *user, int output, float *values, int64_t n);
+    void *user;
+} ld_conv_round;
+
 void ld_conv_direct_f32(const float *x, const float *w, const float *bias, float *y, int64_t C,
-                        int64_t M, const ld_window_geom *g, float *scratch, int threads);
+                        int64_t M, const ld_window_geom *g, float *scratch, int threads,
+                        const ld_conv_round *round);
 
 /* The pointwise kernel as a product, for ConvTranspose's columns:
  * C [M][N] (rows ldc apart) = op(A) B, B [K][N] (rows ldb apart), op(A) =

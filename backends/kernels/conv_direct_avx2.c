@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "backends/kernels/conv_direct_internal.h"
+#include "backends/kernels/fp16_split.h"
 
 #define CD_TARGET "avx2,fma"
 #define CD_LANES 8
@@ -24,6 +25,8 @@
 #define CD_SET1(f) _mm256_set1_ps(f)
 #define CD_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define CD_ADD(a, b) _mm256_add_ps((a), (b))
+#define CD_FP16_PLAIN(v) ld_fp16_plain8(v)
+#define CD_FP16_ROUND(v) ld_fp16_split8(v)
 
 /* Lane masks: 8 - n floats into the table, the first n lanes set. */
 static const int32_t mask_table[2 * CD_LANES] = {-1, -1, -1, -1, -1, -1, -1, -1,

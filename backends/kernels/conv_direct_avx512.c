@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "backends/kernels/conv_direct_internal.h"
+#include "backends/kernels/fp16_split.h"
 
 #define CD_TARGET "avx512f"
 #define CD_LANES 16
@@ -19,6 +20,8 @@
 #define CD_SET1(f) _mm512_set1_ps(f)
 #define CD_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define CD_ADD(a, b) _mm512_add_ps((a), (b))
+#define CD_FP16_PLAIN(v) ld_fp16_plain16(v)
+#define CD_FP16_ROUND(v) ld_fp16_split16(v)
 
 /* Lanes [0, n) of 16 (none for n <= 0, all for n >= 16). */
 static inline __mmask16 lanes_below(int64_t n)

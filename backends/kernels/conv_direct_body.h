@@ -14,8 +14,37 @@
  *   CD_SET1(f)       f in every lane (a broadcast load from memory)
  *   CD_FMA(a, b, c)  a * b + c, rounded once
  *   CD_ADD(a, b)     a + b
+ *   CD_FP16_PLAIN(v) every lane's float16 rounding normal, or a zero (fp16_split.h)
+ *   CD_FP16_ROUND(v) the float16 rounding of such a vector (fp16_split.h)
  * Every output is the same chain of fused multiply-adds in the same order
  * at any width, so both instruction sets give the same bits. */
+
+/* --- the stores -------------------------------------------------------------------- */
+
+/* o[0, NV): final outputs of one channel, lanes [0, valid) of them at y.
+ * With round (kernel.h's round_fp16_inline, conv_direct.h): rounded to
+ * float16 here when every vector is plain, else stored unrounded and handed
+ * to round->block, which rounds and counts them as the engine's pass would. */
+__attribute__((target(CD_TARGET), always_inline)) static inline void
+store_run(float *y, const CD_VEC *o, int64_t valid, const ld_conv_round *round, const int NV)
+{
+    bool plain = round != NULL;
+#pragma GCC unroll 6
+    for (int v = 0; v < NV; v++)
+        plain = plain && CD_FP16_PLAIN(o[v]);
+    if (plain) {
+#pragma GCC unroll 6
+        for (int v = 0; v < NV; v++)
+            CD_STORE_N(y + v * CD_LANES, CD_FP16_ROUND(o[v]), valid - v * CD_LANES);
+        return;
+    }
+#pragma GCC unroll 6
+    for (int v = 0; v < NV; v++)
+        CD_STORE_N(y + v * CD_LANES, o[v], valid - v * CD_LANES);
+    int64_t n = valid < NV * CD_LANES ? valid : NV * CD_LANES;
+    if (round && n > 0)
+        round->block(round->user, 0, y, n);
+}
 
 /* --- the tile ---------------------------------------------------------------------- */
 
@@ -107,12 +136,11 @@ tile_body(const ld_cd_plan *p, const float *const *rows, int64_t row, int64_t b0
             float *yr = p->y + (m0 + m) * p->L.out_count + y_row;
             const bool add_bias = last && p->bias;
             const CD_VEC bv = CD_SET1(add_bias ? p->bias[m0 + m] : 0.0f);
+            CD_VEC o[LD_CD_MAX_NV];
 #pragma GCC unroll 6
-            for (int v = 0; v < NV; v++) {
-                int64_t ow0 = (b0 + v) * CD_LANES;
-                CD_VEC o = add_bias ? CD_ADD(acc[m * NV + v], bv) : acc[m * NV + v];
-                CD_STORE_N(yr + ow0, o, valid - ow0);
-            }
+            for (int v = 0; v < NV; v++)
+                o[v] = add_bias ? CD_ADD(acc[m * NV + v], bv) : acc[m * NV + v];
+            store_run(yr + b0 * CD_LANES, o, valid - b0 * CD_LANES, last ? p->round : NULL, NV);
         }
     }
 }
@@ -170,11 +198,11 @@ pointwise_body(const ld_cd_pw_plan *p, int64_t b0, const float *buf, const int M
                 break;
             float *yr = p->y + (m0 + m) * p->y_stride + p0;
             const CD_VEC bv = CD_SET1(p->bias ? p->bias[m0 + m] : 0.0f);
+            CD_VEC o[LD_CD_MAX_NV];
 #pragma GCC unroll 6
-            for (int v = 0; v < NV; v++) {
-                CD_VEC o = p->bias ? CD_ADD(acc[m * NV + v], bv) : acc[m * NV + v];
-                CD_STORE_N(yr + v * CD_LANES, o, valid - v * CD_LANES);
-            }
+            for (int v = 0; v < NV; v++)
+                o[v] = p->bias ? CD_ADD(acc[m * NV + v], bv) : acc[m * NV + v];
+            store_run(yr, o, valid, p->round, NV);
         }
     }
 }

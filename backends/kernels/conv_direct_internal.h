@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "backends/kernels/conv_common.h"
+#include "backends/kernels/conv_direct.h"
 
 #define LD_CD_MAX_NV 6   /* vectors per tile, any instruction set */
 #define LD_CD_MAX_MB 24  /* output channels per tile, any instruction set */
@@ -38,6 +39,7 @@ typedef struct ld_cd_plan {
     int64_t chunk;      /* input channels per pass over a work item's tiles */
     int64_t group;      /* tiles per work item (consecutive, of one output row) */
     int MB, NV;
+    const ld_conv_round *round; /* NULL, or the last pass rounds y to float16 */
 } ld_cd_plan;
 
 /* A pointwise convolution as the product W [M][C] x X [C][P]. */
@@ -49,6 +51,7 @@ typedef struct ld_cd_pw_plan {
     int64_t blocks;
     int64_t span;               /* positions copied at a time: a multiple of NV vectors */
     int MB, NV;
+    const ld_conv_round *round; /* NULL, or y is rounded to float16 as stored */
 } ld_cd_pw_plan;
 
 /* One tile of MB (all channel blocks) x nv vectors of output row `row`

@@ -22,6 +22,9 @@ static ld_status keep(void *user, const ld_tensor_event *e, ld_error *err)
     snprintf(ev->node, sizeof ev->node, "%s", e->node ? e->node->name : "");
     ev->precision = e->precision;
     ev->counters = e->counters;
+    ev->t = NULL;
+    if (!e->tensor->data) /* not materialised (observe_outputs_only) */
+        return LD_OK;
     return ld_tensor_clone(&ev->t, e->tensor, NULL, err);
 }
 
@@ -44,10 +47,18 @@ const emt_event *emt_find(const emt_capture *c, const char *value)
 void emt_run(const ld_graph *g, const ld_engine_config *cfg, ld_tensor *const *inputs,
              emt_capture *cap, int runs, int threads, bool fused)
 {
+    emt_run_observing(g, cfg, inputs, cap, runs, threads, fused, false);
+}
+
+void emt_run_observing(const ld_graph *g, const ld_engine_config *cfg,
+                       ld_tensor *const *inputs, emt_capture *cap, int runs, int threads,
+                       bool fused, bool outputs_only)
+{
     const ld_backend_vtable *vt = ld_backend_find("emulated");
     assert_non_null(vt);
     assert_true(g->n_inputs <= 8);
-    ld_backend_config bc = {.threads = threads, .engine = cfg};
+    ld_backend_config bc = {.threads = threads, .engine = cfg,
+                            .observe_outputs_only = outputs_only};
     void *state = NULL;
     ld_error err;
     ld_shape shapes[8];

@@ -22,7 +22,8 @@ struct CMUnitTest;
 typedef struct emt_event {
     char value[64];        /* the value's name */
     char node[64];         /* the producing node's name ("" for graph inputs) */
-    ld_tensor *t;          /* owned clone of the tensor */
+    ld_tensor *t;          /* owned clone of the tensor; NULL when it was shown
+                              without data (observe_outputs_only) */
     ld_precision precision;
     ld_layer_counters counters;
 } emt_event;
@@ -43,6 +44,12 @@ const emt_event *emt_find(const emt_capture *c, const char *value);
  * emt_capture_free. */
 void emt_run(const ld_graph *g, const ld_engine_config *cfg, ld_tensor *const *inputs,
              emt_capture *cap, int runs, int threads, bool fused);
+/* The same, telling the backend whether its observer reads only the graph
+ * outputs (ld_backend_config.observe_outputs_only: chains fused, no float16
+ * copies of other values). */
+void emt_run_observing(const ld_graph *g, const ld_engine_config *cfg,
+                       ld_tensor *const *inputs, emt_capture *cap, int runs, int threads,
+                       bool fused, bool outputs_only);
 
 /* The bits of f. */
 uint32_t emt_bits(float f);
