@@ -4,7 +4,7 @@
  * (include/layerdiff/kernel.h):
  *  - fp16_split.h: Veltkamp's split equals vcvtps2ph + vcvtph2ps (F16C,
  *    nearest even) on EVERY float32 whose magnitude is 0 or in [2^-14,
- *    65520), and the "plain" test accepts exactly those, for the AVX2 and
+ *    65520), and the "plain" tests accept exactly those, for the AVX2 and
  *    the AVX-512 versions the CPU runs (skipped with a message otherwise);
  *  - the convolution with a rounding hook, at every level and tile variant,
  *    on 1 and 2 threads, with passes over channel chunks, pointwise shapes
@@ -83,6 +83,10 @@ __attribute__((target("avx2,f16c"))) static uint64_t check_range8(uint64_t from,
         }
         if (ld_fp16_plain8(v) != all)
             fail_msg("plain8 from 0x%08x: %d, want %d", in[0], !all, all);
+        /* the pair test, v beside a plain vector, either way round */
+        if (ld_fp16_plain8x2(v, _mm256_set1_ps(1.5f)) != all ||
+            ld_fp16_plain8x2(_mm256_setzero_ps(), v) != all)
+            fail_msg("plain8x2 from 0x%08x: want %d", in[0], all);
     }
     return compared;
 }

@@ -48,6 +48,20 @@ __attribute__((target("avx2"))) static inline bool ld_fp16_plain8(__m256 v)
     return _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_and_si256(lo_ok, hi_ok))) == 0xFF;
 }
 
+/* ld_fp16_plain8(v0) && ld_fp16_plain8(v1), with one test. */
+__attribute__((target("avx2"))) static inline bool ld_fp16_plain8x2(__m256 v0, __m256 v1)
+{
+    const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF), one = _mm256_set1_epi32(1);
+    __m256i a0 = _mm256_and_si256(_mm256_castps_si256(v0), magnitude);
+    __m256i a1 = _mm256_and_si256(_mm256_castps_si256(v1), magnitude);
+    __m256i u = _mm256_min_epu32(_mm256_sub_epi32(a0, one), _mm256_sub_epi32(a1, one));
+    __m256i lo = _mm256_set1_epi32(LD_FP16_SPLIT_LO - 1);
+    __m256i lo_ok = _mm256_cmpeq_epi32(_mm256_max_epu32(u, lo), u);
+    __m256i hi_ok =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(LD_FP16_SPLIT_HI), _mm256_max_epi32(a0, a1));
+    return _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_and_si256(lo_ok, hi_ok))) == 0xFF;
+}
+
 __attribute__((target("avx512f"))) static inline __m512 ld_fp16_split16(__m512 v)
 {
     __m512 p = _mm512_mul_ps(v, _mm512_set1_ps(8193.0f));

@@ -24,6 +24,8 @@ static inline void ld_round_group_hand_over(const ld_kernel_ctx *ctx, float *out
 
 #include <immintrin.h>
 
+#include "backends/kernels/fp16_split.h"
+
 /* Lanes (16-bit) whose fp16 result h is zero, subnormal, inf or NaN: with
  * s = h << 1 (the sign dropped), the normal results are s in [0x0800,
  * 0xF7FE], and s + 0x7800 maps them to the signed range [-32768, 0x6FFE] and
@@ -36,10 +38,21 @@ __attribute__((target("avx2,f16c"))) static inline __m128i ld_fp16_special(__m12
 
 /* 16 float32 results v0, v1: true (and nothing stored) when a lane would
  * count in the engine's rounding or is NaN; else their float16 roundings
- * (round to nearest even) go to out, and their bits to bits when not NULL. */
+ * (round to nearest even) go to out, and their bits to bits when not NULL.
+ * Without bits it converts nothing: the test and the rounding are
+ * fp16_split.h's, which also answer true for the few values just below
+ * 2^-14 or from 65504 to 65520 that round to normal float16s (round_block
+ * rounds those the same way, counting nothing). */
 __attribute__((target("avx2,f16c"))) static inline bool
 ld_round_group_store16(float *out, uint16_t *bits, __m256 v0, __m256 v1)
 {
+    if (!bits) { /* no float16 bits wanted: no conversions either (fp16_split.h) */
+        if (!ld_fp16_plain8x2(v0, v1))
+            return true;
+        _mm256_storeu_ps(out, ld_fp16_split8(v0));
+        _mm256_storeu_ps(out + 8, ld_fp16_split8(v1));
+        return false;
+    }
     __m128i h0 = _mm256_cvtps_ph(v0, _MM_FROUND_TO_NEAREST_INT);
     __m128i h1 = _mm256_cvtps_ph(v1, _MM_FROUND_TO_NEAREST_INT);
     __m128i any = _mm_or_si128(ld_fp16_special(h0), ld_fp16_special(h1));
