@@ -18,8 +18,9 @@
  *    the values are the hook's, and every element whose rounding counts
  *    anything still reaches the hook unrounded;
  *  - Conv (direct kernel rounding float16 in its stores, depthwise handing
- *    each plane to the hook) equals the pass, values and counters, with the
- *    observer reading only outputs or everything;
+ *    each plane to the hook) and ConvTranspose (each row to the hook) equal
+ *    the pass, values and counters, with the observer reading only outputs
+ *    or everything;
  *  - a folded Constant: observed with counters present, rounded by the layer
  *    that reads it with the same counts every run. */
 #include <setjmp.h>
@@ -530,18 +531,24 @@ static void test_fused_run_equals_pass(void **state)
 
 /* --- convolutions ------------------------------------------------------------------------ */
 
-static float conv_value(float scale)
+/* scale x [-4, 4] in steps, a ninth zeros; with spikes, 1 in 997 is 300
+ * (x scale) and 1 in 20000 NaN: overflows and NaN stay local in space. */
+static float conv_value(float scale, bool spikes)
 {
     uint32_t r = rnd32();
-    if (r % 499 == 0)
-        return r % 3 ? INFINITY : NAN;
+    if (spikes && r % 20011 == 0)
+        return NAN;
+    if (spikes && r % 997 == 0)
+        return 300.0f * scale;
     if (r % 9 == 0)
         return 0.0f;
     return scale * ((float)(int32_t)(rnd32() % 2001u) - 1000.0f) / 250.0f;
 }
 
+/* Conv (or, transpose, ConvTranspose with strides k: each output written
+ * once) `name` with weights and bias initializers of varied magnitudes. */
 static void conv_node(Onnx__GraphProto *g, const char *name, const char *in, const char *out,
-                      int64_t m, int64_t c_per_group, int64_t k, int64_t group)
+                      int64_t m, int64_t c_per_group, int64_t k, int64_t group, bool transpose)
 {
     char w_name[32], b_name[32], ins[96];
     snprintf(w_name, sizeof w_name, "%s_w", name);
@@ -549,33 +556,36 @@ static void conv_node(Onnx__GraphProto *g, const char *name, const char *in, con
     int64_t dims[4] = {m, c_per_group, k, k}, count = m * c_per_group * k * k;
     Onnx__TensorProto *w = ob_tensor(w_name, FLOAT, 4, dims);
     float *wv = ob_mem((size_t)count * sizeof *wv);
-    for (int64_t i = 0; i < count; i++) /* some large (overflow), some tiny (subnormals) */
-        wv[i] = i % 11 == 0 ? conv_value(500.0f) : i % 11 == 1 ? conv_value(1e-6f)
-                                                               : conv_value(0.05f);
+    int64_t per_m = count / m; /* output channels of tiny (subnormal results) and large weights */
+    for (int64_t i = 0; i < count; i++)
+        wv[i] = i / per_m % 4 == 1 ? conv_value(1e-7f, false)
+                : i / per_m % 4 == 2 ? conv_value(2.0f, false) : conv_value(0.1f, false);
     ob_set_raw(w, wv, (size_t)count * sizeof *wv);
     OB_PUSH(g->initializer, g->n_initializer, w);
     Onnx__TensorProto *b = ob_tensor(b_name, FLOAT, 1, &m);
     float *bv = ob_mem((size_t)m * sizeof *bv);
     for (int64_t i = 0; i < m; i++)
-        bv[i] = i % 4 == 0 ? 0.0f : conv_value(0.01f);
+        bv[i] = i % 4 != 3 ? 0.0f : conv_value(0.01f, false);
     ob_set_raw(b, bv, (size_t)m * sizeof *bv);
     OB_PUSH(g->initializer, g->n_initializer, b);
     snprintf(ins, sizeof ins, "%s,%s,%s", in, w_name, b_name);
-    Onnx__NodeProto *n = ob_node(g, "Conv", name, ins, out);
-    Onnx__AttributeProto *pads = ob_attr(n, "pads", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
-    pads->n_ints = 4;
-    pads->ints = ob_mem(4 * sizeof *pads->ints);
+    Onnx__NodeProto *n = ob_node(g, transpose ? "ConvTranspose" : "Conv", name, ins, out);
+    Onnx__AttributeProto *ints = ob_attr(n, transpose ? "strides" : "pads",
+                                         ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+    ints->n_ints = transpose ? 2 : 4;
+    ints->ints = ob_mem(4 * sizeof *ints->ints);
     for (int i = 0; i < 4; i++)
-        pads->ints[i] = k / 2;
+        ints->ints[i] = transpose ? k : k / 2;
     Onnx__AttributeProto *grp = ob_attr(n, "group", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
     grp->has_i = 1;
     grp->i = group;
 }
 
 /* x [N, C, H, W] -> Mul "square" -> Conv "dense" (3x3, pads 1, C -> M) ->
- * Conv "dw" (depthwise 3x3) -> Conv "pw" (1x1) -> Mul "same" (x 1) -> y:
- * the direct convolution rounds float16 in its stores, depthwise hands each
- * plane to round_block (conv.c). */
+ * Conv "dw" (depthwise 3x3) -> Conv "pw" (1x1) -> ConvTranspose "up" (2x2,
+ * strides 2) -> Mul "same" (x 1) -> y: the direct convolution rounds
+ * float16 in its stores, depthwise hands each plane to round_block (conv.c),
+ * ConvTranspose each output row (conv_transpose.c). */
 static ld_graph *model_conv(int64_t n, int64_t c, int64_t m, int64_t h, int64_t w)
 {
     Onnx__ModelProto *mp = ob_model();
@@ -588,10 +598,11 @@ static ld_graph *model_conv(int64_t n, int64_t c, int64_t m, int64_t h, int64_t 
     ob_set_raw(s, sv, sizeof *sv);
     OB_PUSH(g->initializer, g->n_initializer, s);
     ob_node(g, "Mul", "square", "x,x", "sq");
-    conv_node(g, "dense", "sq", "dense_out", m, c, 3, 1);
-    conv_node(g, "dw", "dense_out", "dw_out", m, 1, 3, m);
-    conv_node(g, "pw", "dw_out", "pw_out", m, m, 1, 1);
-    ob_node(g, "Mul", "same", "pw_out,one", "y");
+    conv_node(g, "dense", "sq", "dense_out", m, c, 3, 1, false);
+    conv_node(g, "dw", "dense_out", "dw_out", m, 1, 3, m, false);
+    conv_node(g, "pw", "dw_out", "pw_out", m, m, 1, 1, false);
+    conv_node(g, "up", "pw_out", "up_out", m, m, 2, 1, true);
+    ob_node(g, "Mul", "same", "up_out,one", "y");
     ob_output(g, "y", FLOAT);
     return ob_load_ok(mp);
 }
@@ -611,7 +622,7 @@ static void test_conv_rounding_equals_pass(void **state)
     int64_t dims[4] = {1, 6, 21, 45};
     ld_tensor *x = make_tensor("x", 4, dims);
     for (int64_t i = 0; i < x->count; i++)
-        ((float *)x->data)[i] = conv_value(2.0f);
+        ((float *)x->data)[i] = conv_value(1.0f, true);
     ld_engine_config cfg;
     ld_engine_config_init(&cfg);
     cfg.fp16 = true;
@@ -625,13 +636,13 @@ static void test_conv_rounding_equals_pass(void **state)
                 emt_run_observing(g, &cfg, &x, &unfused, 2, threads, false, outputs_only);
                 expect_same_runs(&fused, &unfused);
                 int64_t counted = 0;
-                for (int i = 0; i < fused.n; i++)
-                    if (strcmp(fused.ev[i].node, "dense") == 0 ||
-                        strcmp(fused.ev[i].node, "dw") == 0 || strcmp(fused.ev[i].node, "pw") == 0)
+                for (int i = 0; i < fused.n; i++) {
+                    if (strcmp(fused.ev[i].node, "same") != 0)
                         counted += fused.ev[i].counters.overflows +
                                    fused.ev[i].counters.underflows +
                                    fused.ev[i].counters.subnormals +
                                    fused.ev[i].counters.nans_created;
+                }
                 assert_true(counted > 0); /* the data exercises the counters */
                 assert_non_null(emt_find(&fused, "y")->t);
                 emt_capture_free(&fused);

@@ -222,9 +222,12 @@ static bool non_overlapping(const ld_window_geom *g)
 /* col2im of a non-overlapping float32 ConvTranspose (see non_overlapping):
  * y[m][ih * s1 + kh][iw * s2 + kw] = bias[m] + col[(m, kh, kw)][row][iw]
  * for the input rows [r0, r1). Stride 2 in the width interleaves two column
- * rows with vector permutes (AVX-512 or AVX2, conv_direct.c) when the CPU has them. */
+ * rows with vector permutes (AVX-512 or AVX2, conv_direct.c) when the CPU has them.
+ * round: NULL, or the backend's output rounding (kernel.h round_block), given
+ * each output row as soon as it is written. */
 static void col2im_once_f32(const float *col, const ld_window_geom *g, int64_t Mg, int64_t r0,
-                            int64_t r1, const float *bias, float *y, int threads)
+                            int64_t r1, const float *bias, float *y, int threads,
+                            const ld_conv_round *round)
 {
     int64_t in2 = g->in[2], ncols = (r1 - r0) * in2, s1 = g->s[1], s2 = g->s[2];
     int64_t work = Mg * g->k_size * ncols;
@@ -237,13 +240,15 @@ static void col2im_once_f32(const float *col, const ld_window_geom *g, int64_t M
                 const float *c0 = col + ((m * s1 + kh) * s2) * ncols + (row - r0) * in2;
                 if (s2 == 2 && ld_conv_direct_available()) {
                     ld_interleave2_add_f32(c0, c0 + ncols, b, yr, in2);
-                    continue;
+                } else {
+                    for (int64_t kw = 0; kw < s2; kw++) {
+                        const float *c = c0 + kw * ncols;
+                        for (int64_t iw = 0; iw < in2; iw++)
+                            yr[iw * s2 + kw] = b + c[iw];
+                    }
                 }
-                for (int64_t kw = 0; kw < s2; kw++) {
-                    const float *c = c0 + kw * ncols;
-                    for (int64_t iw = 0; iw < in2; iw++)
-                        yr[iw * s2 + kw] = b + c[iw];
-                }
+                if (round)
+                    round->block(round->user, 0, yr, g->out[2]);
             }
     }
 }
@@ -301,6 +306,10 @@ static ld_status convt_compute(ld_kernel_ctx *ctx)
     if (!col)
         return ld_kernel_fail(ctx, LD_ERR_NOMEM, "cannot allocate %zu bytes of scratch",
                               col_bytes + pack_bytes);
+    /* the backend's output rounding, row by row as col2im writes them once */
+    const ld_tensor *out = ctx->outputs[0];
+    ld_conv_round round = {ctx->round_block, ctx->round_user};
+    bool rounds = once && ctx->round_block && out->dtype == LD_DTYPE_FLOAT32;
     ld_blas_set_threads(ctx->threads);
     ctx->flops += (int64_t)(2.0 * (double)p.N * (double)p.group * (double)rows_k *
                             (double)(rows * row_len) * (double)Cg);
@@ -319,7 +328,7 @@ static ld_status convt_compute(ld_kernel_ctx *ctx)
                     if (once)
                         col2im_once_f32((const float *)col, g, Mg, r0, r1,
                                         p.b ? (const float *)p.b + gr * Mg : NULL, (float *)y,
-                                        ctx->threads);
+                                        ctx->threads, rounds ? &round : NULL);
                     else
                         col2im_f32((const float *)col, g, Mg, r0, r1, (float *)y, ctx->threads,
                                    &ac);
@@ -339,6 +348,8 @@ static ld_status convt_compute(ld_kernel_ctx *ctx)
             }
         }
     ld_scratch_put(col);
+    if (rounds)
+        ctx->rounded_outputs |= 1u;
     return LD_OK;
 }
 
