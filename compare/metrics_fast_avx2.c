@@ -78,8 +78,18 @@ TARGET static INLINE __m256 screen_failures(__m256 af, __m256 arf, __m256 ta, __
 {
     if (allclose)
         return _mm256_cmp_ps(af, _mm256_fmadd_ps(rt, arf, ta), _CMP_GE_OQ);
-    return _mm256_and_ps(_mm256_cmp_ps(af, ta, _CMP_GT_OQ),
-                         _mm256_cmp_ps(af, _mm256_mul_ps(rt, arf), _CMP_GE_OQ));
+    /* af > ta and af >= rt |r| in one compare: ta here is the float above
+       the bound (screen_ta), and for floats af > x is af >= the float above
+       x (FLT_MAX's is +inf, which only an infinite af reaches) */
+    return _mm256_cmp_ps(af, _mm256_max_ps(_mm256_mul_ps(rt, arf), ta), _CMP_GE_OQ);
+}
+
+/* The atol bound screen_failures takes: cmp_screen_bound's, or in the
+ * Polygraphy mode the float above it (finite and >= 0: at most +inf). */
+static float screen_ta(const cmp_params *p, const bool allclose)
+{
+    float ta = cmp_screen_bound(p->atol);
+    return allclose ? ta : nextafterf(ta, INFINITY);
 }
 
 /* abs and rel keys side by side (the low 4 words of each
@@ -168,7 +178,7 @@ TARGET static INLINE uint32_t reduce_min_epu32(__m256i v)
  * accumulators, its constants and the interval counters kept about a third
  * of its instructions busy spilling and reloading them. The chunk stays in
  * L1 between the loops; the keys go through a small buffer. */
-enum { CHUNK = 512, KEEP_RUN = 256 };
+enum { CHUNK = CMP_CHUNK_MIN, KEEP_RUN = 256 };
 _Static_assert(CMP_BLOCK % CHUNK == 0 && CHUNK % 16 == 0, "chunks of whole steps");
 
 /* The loops' constants, read from memory in every step (opaque): with them
@@ -182,10 +192,10 @@ typedef struct loop_consts {
     __m256i abs_mask;
     __m256d r_shift, t_shift;
     __m256d sign, rel_eps;          /* -0.0, LD_COMPARE_REL_EPSILON */
-    __m256d exp_field, emin;        /* ulp_consts */
-    __m256i base;
+    __m256d exp_field, room_min;    /* room_min: exp_field - ulp_consts' emin */
+    __m256i base_c;                 /* ulp_consts' base - exp_field (mod 2^64) */
     __m256i bias_abs, bias_rel, one;
-    __m128i shift_abs, shift_rel;
+    __m256i shift_abs, shift_rel;   /* per lane: vpsravd takes them from memory */
 } loop_consts;
 
 /* Hides kc's value from the optimizer, so that the constants are loaded
@@ -230,6 +240,7 @@ TARGET static INLINE void loop_sides(const loop_consts *kc, const float *r, cons
     }
     /* the side sums in a loop of their own: with them in the loop above,
        its 11 accumulators and the temporaries did not fit in 16 registers */
+#pragma GCC unroll 2
     for (int i = 0; i < n; i += 8) {
         OPAQUE(kc);
         __m256d rd0 = _mm256_cvtps_pd(_mm_loadu_ps(r + i));
@@ -278,10 +289,15 @@ TARGET static INLINE err4 errors_step(const loop_consts *kc, const float *r, con
         ar = _mm256_blendv_pd(ar, kc->rel_eps, r_zero);
     }
     e.rel = _mm256_div_pd(e.abs, ar);
-    __m256d ex = _mm256_and_pd(rd, kc->exp_field);
+    /* ulp_error's base - max(ex, emin), ex the exponent field of r, as
+       (base - F) + min(F - ex, F - emin), F the whole field: F - ex is
+       ~r & F (one vandnpd with F from memory, where base - ex needed base
+       loaded into a register first), and the fields read as non-negative
+       doubles order like their bits, as in ulp_error; the same integer */
+    __m256d room = _mm256_andnot_pd(rd, kc->exp_field);
     if (low)
-        ex = _mm256_max_pd(ex, kc->emin);
-    __m256i scale = _mm256_sub_epi64(kc->base, _mm256_castpd_si256(ex));
+        room = _mm256_min_pd(room, kc->room_min);
+    __m256i scale = _mm256_add_epi64(_mm256_castpd_si256(room), kc->base_c);
     e.ulp = _mm256_mul_pd(e.abs, _mm256_castsi256_pd(scale)); /* exact: a power of two */
     return e;
 }
@@ -289,12 +305,12 @@ TARGET static INLINE err4 errors_step(const loop_consts *kc, const float *r, con
 /* ((key - 1) >> shift) - bias; folded (fold_ok), (key - (1 + (bias << shift)))
  * >> shift, one instruction fewer: the same integer, floor((key - 1) / 2^shift)
  * - bias, when no subtraction wraps. */
-TARGET static INLINE __m256i narrow_kc(__m256i bias, __m128i shift, __m256i one, __m256i key,
+TARGET static INLINE __m256i narrow_kc(__m256i bias, __m256i shift, __m256i one, __m256i key,
                                        const bool folded)
 {
     if (folded)
-        return _mm256_sra_epi32(_mm256_sub_epi32(key, bias), shift);
-    return _mm256_sub_epi32(_mm256_sra_epi32(_mm256_sub_epi32(key, one), shift), bias);
+        return _mm256_srav_epi32(_mm256_sub_epi32(key, bias), shift);
+    return _mm256_sub_epi32(_mm256_srav_epi32(_mm256_sub_epi32(key, one), shift), bias);
 }
 
 /* Whether a narrow map can be folded: the keys of finite errors lie in
@@ -319,7 +335,8 @@ TARGET static INLINE void loop_errors(const loop_consts *kc, const float *r, con
                                       const bool low, const bool folded)
 {
     err_state s = *st;
-    for (int i = 0; i < n; i += 8) {
+    __m256i *kp = keys;
+    for (int i = 0; i < n; i += 8, kp += 2) {
         OPAQUE(kc);
         err4 lo = errors_step(kc, r + i, t + i, low);
         err4 hi = errors_step(kc, r + i + 4, t + i + 4, low);
@@ -346,8 +363,8 @@ TARGET static INLINE void loop_errors(const loop_consts *kc, const float *r, con
                                    folded);
             __m256i kr = narrow_kc(kc->bias_rel, kc->shift_rel, kc->one, keys8(lo.rel, hi.rel),
                                    folded);
-            _mm256_storeu_si256(keys + (unsigned)i / 4, _mm256_packs_epi32(ka, kr));
-            _mm256_storeu_si256(keys + (unsigned)i / 4 + 1, keys8(lo.ulp, hi.ulp));
+            _mm256_storeu_si256(kp, _mm256_packs_epi32(ka, kr));
+            _mm256_storeu_si256(kp + 1, keys8(lo.ulp, hi.ulp));
         }
     }
     *st = s;
@@ -381,17 +398,18 @@ TARGET static INLINE void loop_intervals(const float *r, const float *t, int n,
     for (int run = 0; run < n; run += KEEP_RUN) {
         int end = n - run < KEEP_RUN ? n : run + KEEP_RUN;
         unsigned kept = 0;
-        for (int i = run; i < end; i += 8) {
+        /* pointers and the byte offset stepped, not derived from an index
+           each step (that was 7 of the step's ~48 instructions) */
+        const __m256i *kp = keys + run / 4, *kend = keys + end / 4;
+        for (uint64_t place = 0; kp < kend; kp += 2, place += 8 * 0x0101010101010101ull) {
             unsigned in = 0;
             if (nv > 0)
-                in |= intervals_both(lo2, hi2, nv, _mm256_loadu_si256(keys + (unsigned)i / 4),
-                                     ge2);
+                in |= intervals_both(lo2, hi2, nv, _mm256_loadu_si256(kp), ge2);
             if (nu > 0)
-                in |= intervals32(lo_u, hi_u, nu, _mm256_loadu_si256(keys + (unsigned)i / 4 + 1),
-                                  ge_u);
+                in |= intervals32(lo_u, hi_u, nu, _mm256_loadu_si256(kp + 1), ge_u);
             /* keep_index's lanes (0..7, the unused bytes 0) plus the step's
                place in the run: no byte carries into the next */
-            uint64_t at = keep_index[in] + (uint64_t)(i - run) * 0x0101010101010101ull;
+            uint64_t at = keep_index[in] + place;
             memcpy(kept_at + kept, &at, sizeof at);
             kept += (unsigned)__builtin_popcount(in);
         }
@@ -430,12 +448,15 @@ TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
                     _mm256_set1_pd(-1.0)};
     const ulp_consts u = ulp_setup(p);
     loop_consts kc = {
-        .ta = _mm256_set1_ps(cmp_screen_bound(p->atol)),
+        .ta = _mm256_set1_ps(screen_ta(p, allclose)),
         .rt = _mm256_set1_ps(cmp_screen_bound(p->rtol)),
         .abs_mask = _mm256_set1_epi32(0x7fffffff),
         .r_shift = _mm256_set1_pd(p->ref_shift), .t_shift = _mm256_set1_pd(p->test_shift),
         .sign = _mm256_set1_pd(-0.0), .rel_eps = _mm256_set1_pd(LD_COMPARE_REL_EPSILON),
-        .exp_field = u.exp_field, .emin = u.emin, .base = u.base,
+        .exp_field = u.exp_field,
+        .room_min = _mm256_castsi256_pd(_mm256_sub_epi64(_mm256_castpd_si256(u.exp_field),
+                                                         _mm256_castpd_si256(u.emin))),
+        .base_c = _mm256_sub_epi64(u.base, _mm256_castpd_si256(u.exp_field)),
         .one = _mm256_set1_epi32(1),
     };
     /* the narrow maps folded into one subtraction where that cannot wrap */
@@ -447,8 +468,9 @@ TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
         kc.bias_rel = _mm256_set1_epi32(
             folded ? (int32_t)(1 + (int64_t)A->q[CMP_REL].bias * ((int64_t)1 << A->q[CMP_REL].shift))
                    : A->q[CMP_REL].bias);
-        kc.shift_abs = _mm_cvtsi32_si128(A->q[CMP_ABS].shift);
-        kc.shift_rel = _mm_cvtsi32_si128(A->q[CMP_REL].shift);
+        /* vpsravd's count per lane: like vpsrad's, above 31 it fills with the sign */
+        kc.shift_abs = _mm256_set1_epi32(A->q[CMP_ABS].shift);
+        kc.shift_rel = _mm256_set1_epi32(A->q[CMP_REL].shift);
     }
     const loop_consts *kcp = &kc;
     /* the bits of 2^emin as a float (at least the smallest subnormal, 2^-149;
@@ -473,18 +495,23 @@ TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
     }
     is.kept_r = A->kept_r;
     is.kept_t = A->kept_t;
+    uint32_t block_min = UINT32_MAX;
     for (int c = 0; c < A->m16; c += CHUNK) {
         int n = A->m16 - c < CHUNK ? A->m16 - c : CHUNK;
         const float *r = A->r + c, *t = A->t + c;
+        ss.min_abs = _mm256_set1_epi32(-1); /* each chunk's own (n_chunk_min) */
         loop_sides(kcp, r, t, n, &ss, shifted, allclose);
+        uint32_t chunk_min = reduce_min_epu32(ss.min_abs);
+        R->chunk_min_abs[c / CHUNK] = chunk_min;
+        block_min = chunk_min < block_min ? chunk_min : block_min;
         double *out[CMP_MEASURES];
         for (int k = 0; k < CMP_MEASURES; k++)
             out[k] = store ? A->store[k] + c : NULL;
         /* in most chunks every |r| is at least 2^emin (the smallest |r| or
-           |t| so far in the block, from loop_sides, says so): then the
-           relative error's denominator needs no test for 0 and the ulp
-           exponent no clamp (errors_step) */
-        bool low = reduce_min_epu32(ss.min_abs) < low_bits;
+           |t| of the chunk, from loop_sides, says so): then the relative
+           error's denominator needs no test for 0 and the ulp exponent no
+           clamp (errors_step) */
+        bool low = chunk_min < low_bits;
         if (!low && folded)
             loop_errors(kcp, r, t, n, &es, out, keys, store, feed, false, true);
         else if (!low)
@@ -511,7 +538,8 @@ TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
     R->r_max = reduce_max_ps(ss.r_max);
     R->t_min = reduce_min_ps(ss.t_min);
     R->t_max = reduce_max_ps(ss.t_max);
-    R->min_abs = reduce_min_epu32(ss.min_abs);
+    R->min_abs = block_min;
+    R->n_chunk_min = (A->m16 + CHUNK - 1) / CHUNK;
     R->equal = sum_epi32(ss.equal);
     R->maybe_fail = !_mm256_testz_ps(ss.fail, ss.fail);
     R->kept = feed ? is.kept_r - A->kept_r : 0;

@@ -227,12 +227,19 @@ typedef struct cmp_kernel_args {
                                                    (room for m16 + 16 each) */
 } cmp_kernel_args;
 
+#define CMP_CHUNK_MIN 512
+
 /* What the block adds up to (committed by metrics_fast.c if it was finite). */
 typedef struct cmp_kernel_result {
     double sum[CMP_MEASURES], dd, r1, r2, t1, t2;
     double max[CMP_MEASURES];
     float r_min, r_max, t_min, t_max;
     uint32_t min_abs;  /* the smallest |r| or |t|, as bits */
+    /* the same per run of CMP_CHUNK_MIN elements (the AVX2 kernel's chunks)
+       when n_chunk_min > 0, so that only the runs holding small values are
+       recounted (commit); 0: the kernel gives the block's alone */
+    int n_chunk_min;
+    uint32_t chunk_min_abs[CMP_BLOCK / CMP_CHUNK_MIN];
     int64_t equal;     /* pairs with t == r: every error exactly 0 */
     bool maybe_fail;   /* some element may fail: count_failures recounts */
     int64_t kept;

@@ -5,7 +5,8 @@
  * subnormals, exact matches, values beyond fp16 and failing elements in
  * every lane; blocks whose chunks hold no value below 2^emin, or one
  * zero or tiny reference; blocks holding a NaN or an infinity in any lane
- * refused with nothing counted; and the interval feeding (the kept pairs,
+ * refused with nothing counted; the verdict's screen at atol's edges; the
+ * recount of only the chunks holding small values; and the interval feeding (the kept pairs,
  * in order, and the per-interval counts) against qsel_key_of element by element, with
  * every one of the 256 patterns of 8 lanes inside or outside occurring. */
 #include <setjmp.h>
@@ -283,6 +284,134 @@ static void test_screen_edges(void **state)
     cmpt_each_kernel(screen_edges_body);
 }
 
+/* The Polygraphy screen's atol half (af > ta, which the AVX2 kernel tests
+ * as af >= the float above ta, in one compare with the rtol half): rtol 0,
+ * so that an element fails exactly when |t - r| > atol, and |t - r| one,
+ * two or no steps of float32 about atol and about the screened bound, for
+ * atol 0 (the bound's float above is the smallest subnormal), fp16's, one
+ * whose bound is FLT_MAX (its float above is +inf: only an infinite
+ * |t - r| passes it) and one near it (|t - r| overflowing float32). Every
+ * lane, in blocks otherwise equal. */
+static void screen_atol_body(void)
+{
+    if (!cmp_fast_available())
+        return;
+    const double atols[] = {0.0, 4.8828125e-3, 1e-40, 1e300, 1e38};
+    for (size_t ai = 0; ai < sizeof atols / sizeof atols[0]; ai++)
+        for (int at = 0; at < 24; at++)
+            for (int step = -2; step <= 2; step++)
+                for (int about = 0; about < 2; about++) {
+                    cmp_params p = fp16_params(LD_TOL_POLYGRAPHY, atols[ai], false);
+                    p.rtol = edge_rtol = 0.0;
+                    int m = 24;
+                    for (int i = 0; i < m; i++) {
+                        r_f[i] = t_f[i] = (float)(urand() + 0.5);
+                        r_d[i] = t_d[i] = r_f[i];
+                    }
+                    /* |t - r| near atol (or the bound), reached from r = 0 or,
+                       for atol near FLT_MAX, from r = -t (and once from
+                       -FLT_MAX to FLT_MAX: t - r overflows float32) */
+                    float target = about ? cmp_screen_bound(atols[ai])
+                                         : (float)fmin(atols[ai], FLT_MAX);
+                    float d = target;
+                    for (int k = 0; k < (step < 0 ? -step : step); k++)
+                        d = nextafterf(d, step < 0 ? 0.0f : INFINITY);
+                    if (isinf(d))
+                        d = FLT_MAX;
+                    if (atols[ai] >= 1e38 && step == 2) { /* float32 t - r is +inf */
+                        r_f[at] = -FLT_MAX;
+                        t_f[at] = FLT_MAX;
+                    } else if (atols[ai] >= 1e38) {
+                        r_f[at] = -d * 0.5f;
+                        t_f[at] = d * 0.5f;
+                    } else {
+                        r_f[at] = 0.0f;
+                        t_f[at] = d;
+                    }
+                    r_d[at] = r_f[at];
+                    t_d[at] = t_f[at];
+                    cmp_acc fast, port;
+                    cmp_acc_init(&fast);
+                    cmp_acc_init(&port);
+                    double *out[CMP_MEASURES] = {fast_e[0], fast_e[1], fast_e[2]};
+                    cmp_block_float_fast(&p, r_f, t_f, m, 0, &fast, out, NULL, NULL);
+                    cmp_block_double(&p, r_d, t_d, NULL, m, 0, &port, port_e[0], port_e[1],
+                                     port_e[2]);
+                    if (fast.n_fail != port.n_fail || fast.first_fail != port.first_fail)
+                        fail_msg("%s: atol %g, r %a, t %a at %d: %lld failing, want %lld",
+                                 cmpt_kernel_name(), atols[ai], (double)r_f[at],
+                                 (double)t_f[at], at, (long long)fast.n_fail,
+                                 (long long)port.n_fail);
+                }
+}
+
+static void test_screen_atol_edges(void **state)
+{
+    (void)state;
+    cmpt_each_kernel(screen_atol_body);
+}
+
+/* The AVX2 kernel reports each chunk's smallest |r| or |t|, and only the
+ * chunks holding a zero, a subnormal, a reference below fp16's 2^-14 or an
+ * underflow are recounted (metrics_fast.c, commit): blocks of various
+ * lengths (a short last chunk too) with such values of each kind at chunk
+ * edges and inside, in one chunk or several, with and without a value
+ * beyond fp16 (which recounts the whole block), against the portable
+ * kernel; the other values all normal and above 2^-14. */
+static void small_chunks_body(void)
+{
+    if (!cmp_fast_available())
+        return;
+    const int lengths[] = {48, 512, 1040, 2048, MAXLEN};
+    const int at[] = {0, 1, 15, 16, 511, 512, 513, 1023, 1024, 1039, 1535, 2047, 3000, 4095};
+    const int n_at = (int)(sizeof at / sizeof at[0]);
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+        for (int kind = 0; kind < 6; kind++)
+            for (int pattern = 0; pattern < 4; pattern++)
+                for (int over = 0; over < 2; over++) {
+                    int m = lengths[li];
+                    cmp_params p = fp16_params(LD_TOL_POLYGRAPHY, 4.8828125e-3, pattern & 1);
+                    edge_rtol = p.rtol;
+                    for (int i = 0; i < m; i++) {
+                        do
+                            random_pair(&r_f[i], &t_f[i]);
+                        while (fabsf(r_f[i]) < 0x1p-14f || fabsf(t_f[i]) < 0x1p-14f ||
+                               fabsf(r_f[i]) > 65504.0f);
+                    }
+                    /* pattern 0, 1: one position each; 2, 3: every position */
+                    for (int a = 0; a < n_at; a++) {
+                        int z = at[a];
+                        if (z >= m || (pattern < 2 && a != (kind + (int)li) % n_at))
+                            continue;
+                        float x = (float)(urand() + 0.5);
+                        switch ((kind + a) % 6) {
+                        case 0: r_f[z] = 0.0f; t_f[z] = x * 1e-3f; break;     /* zero ref */
+                        case 1: r_f[z] = x; t_f[z] = 0.0f; break;             /* underflow */
+                        case 2: r_f[z] = x; t_f[z] = x * 1e-39f; break;       /* subnormal t */
+                        case 3: r_f[z] = x * 1e-39f; t_f[z] = x; break;       /* subnormal r */
+                        case 4: r_f[z] = x * 1e-5f; t_f[z] = x * 1.1e-5f; break; /* tiny ref */
+                        default: r_f[z] = -0.0f; t_f[z] = 0.0f; break;        /* both zero */
+                        }
+                    }
+                    if (over)
+                        r_f[m / 3] = t_f[m / 3] = 70000.0f;
+                    for (int i = 0; i < m; i++) {
+                        r_d[i] = r_f[i];
+                        t_d[i] = t_f[i];
+                    }
+                    char label[96];
+                    snprintf(label, sizeof label, "%s, %d elements, kind %d, pattern %d, over %d",
+                             cmpt_kernel_name(), m, kind, pattern, over);
+                    check_block_against_portable(&p, m, 0, label);
+                }
+}
+
+static void test_small_chunks(void **state)
+{
+    (void)state;
+    cmpt_each_kernel(small_chunks_body);
+}
+
 /* A NaN or an infinity in any lane, on either side, of blocks of 16 to 40:
  * refused, nothing counted. */
 static void specials_body(void)
@@ -477,6 +606,8 @@ int main(void)
         cmocka_unit_test(test_blocks_against_portable),
         cmocka_unit_test(test_zero_chunks),
         cmocka_unit_test(test_screen_edges),
+        cmocka_unit_test(test_screen_atol_edges),
+        cmocka_unit_test(test_small_chunks),
         cmocka_unit_test(test_specials_refused),
         cmocka_unit_test(test_feed_keeps_exactly),
     };
