@@ -360,10 +360,11 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
             isa->pointwise_copy(p, t * p->span, buf);
             int64_t first = t * p->span / lanes, end = first + p->span / lanes;
             end = end < p->blocks ? end : p->blocks;
-            for (int64_t b0 = first; b0 < end; b0 += p->NV) {
-                int64_t nv = end - b0 < p->NV ? end - b0 : p->NV;
-                v->pw[nv - 1](p, b0, buf + (b0 - first) * lanes);
-            }
+            int64_t full = (end - first) / p->NV, rest = (end - first) % p->NV;
+            if (full) /* all channel blocks of all full tiles: conv_direct_body.h */
+                v->pw[p->NV - 1](p, first, full, buf);
+            if (rest)
+                v->pw[rest - 1](p, first + full * p->NV, 1, buf + full * p->NV * lanes);
         }
     }
 }
