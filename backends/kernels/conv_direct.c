@@ -155,31 +155,40 @@ static int64_t pointwise_span(int64_t C, int64_t unit)
 
 /* Estimated cycles per input tap of an MB x nv tile: two FMAs and two loads
  * (nv input vectors, MB weight broadcasts) per cycle -- Zen 3 with AVX2 and
- * Zen 4/5 with AVX-512 alike. */
-static double tap_cycles(int MB, int nv)
+ * Zen 4/5 with AVX-512 alike -- plus load_weight cycles per load. Windowed
+ * convolutions pass 0.1: their tiles read the inputs from the ring in L2
+ * and the chunk's weights near the edge of L1, so of two variants the FMA
+ * slots rate equal, the one with fewer loads runs faster (Zen 3, AVX2, 1
+ * thread, CPU time: 96 -> 24 3x3 at 160x160 4x3 ~70 GFLOP/s, 6x2 ~64; at
+ * 40x40 78 against 72; at 80x80, whose 10 vectors 4x3 splits 3+3+3+1, 6x2
+ * stays the cheaper, measured 64 against 60). Pointwise tiles read an L1
+ * buffer and pass 0: there 6x2 measured as fast as 4x3 or faster. AVX-512
+ * passes 0 everywhere (not measured there: its choices stay as they were). */
+static double tap_cycles(int MB, int nv, double load_weight)
 {
     double fma = MB * nv / 2.0, loads = (nv + MB) / 2.0;
-    return fma > loads ? fma : loads;
+    return (fma > loads ? fma : loads) + load_weight * (nv + MB);
 }
 
-static double variant_cost(const ld_cd_variant *v, int64_t M, int64_t blocks)
+static double variant_cost(const ld_cd_variant *v, int64_t M, int64_t blocks, double load_weight)
 {
     int64_t mblocks = (M + v->MB - 1) / v->MB, full = blocks / v->NV, rest = blocks % v->NV;
-    double per_row = (double)full * tap_cycles(v->MB, v->NV) +
-                     (rest ? tap_cycles(v->MB, (int)rest) : 0.0);
+    double per_row = (double)full * tap_cycles(v->MB, v->NV, load_weight) +
+                     (rest ? tap_cycles(v->MB, (int)rest, load_weight) : 0.0);
     return (double)mblocks * per_row;
 }
 
 /* The cheapest variant (the first of equal ones). */
-static const ld_cd_variant *choose_variant(const ld_cd_isa *isa, int64_t M, int64_t blocks)
+static const ld_cd_variant *choose_variant(const ld_cd_isa *isa, int64_t M, int64_t blocks,
+                                           double load_weight)
 {
     int forced = atomic_load(&forced_variant);
     if (forced >= 0 && forced < isa->n_variants)
         return &isa->variants[forced];
     const ld_cd_variant *best = &isa->variants[0];
-    double best_cost = variant_cost(best, M, blocks);
+    double best_cost = variant_cost(best, M, blocks, load_weight);
     for (int i = 1; i < isa->n_variants; i++) {
-        double c = variant_cost(&isa->variants[i], M, blocks);
+        double c = variant_cost(&isa->variants[i], M, blocks, load_weight);
         if (c < best_cost) {
             best = &isa->variants[i];
             best_cost = c;
@@ -341,7 +350,7 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
     const ld_cd_isa *isa = active_isa();
     const int64_t lanes = isa->lanes;
     p->blocks = (p->P + lanes - 1) / lanes;
-    const ld_cd_variant *v = choose_variant(isa, p->M, p->blocks);
+    const ld_cd_variant *v = choose_variant(isa, p->M, p->blocks, 0.0);
     p->MB = v->MB;
     p->NV = v->NV;
     p->span = pointwise_span(p->C, p->NV * lanes);
@@ -499,7 +508,8 @@ void ld_conv_direct_f32(const float *x, const float *w, const float *bias, float
     layout_for(g, isa->lanes, &p.L);
     p.row_floats = C * p.L.phases * p.L.phase_len;
     p.blocks = (p.L.out_w + isa->lanes - 1) / isa->lanes;
-    const ld_cd_variant *v = choose_variant(isa, M, p.blocks);
+    /* the load tie-break was measured on Zen 3 (AVX2) only: AVX-512 keeps its choices */
+    const ld_cd_variant *v = choose_variant(isa, M, p.blocks, isa == &ld_cd_isa_avx2 ? 0.1 : 0.0);
     p.MB = v->MB;
     p.NV = v->NV;
     p.tiles = (p.blocks + p.NV - 1) / p.NV;
