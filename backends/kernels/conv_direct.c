@@ -283,11 +283,24 @@ static size_t pack_rows(int64_t M)
 static void pack_weights(const float *w, int64_t m_stride, int64_t c_stride, int64_t C,
                          int64_t M, int64_t k_size, int MB, float *pack)
 {
-    for (int64_t m0 = 0; m0 < M; m0 += MB)
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t k = 0; k < k_size; k++, pack += MB)
-                for (int mm = 0; mm < MB; mm++)
-                    pack[mm] = m0 + mm < M ? w[(m0 + mm) * m_stride + c * c_stride + k] : 0.0f;
+    /* Each output channel's weights are read in their order in memory (a
+     * row of the plain [M][C][k] tensor, or a column of a transposed GEMM
+     * operand) and scattered MB floats apart into the block, which is in
+     * L1 or L2: reading MB rows in turn, as the block's order would, took
+     * a miss per float from weights that come from memory every run. */
+    for (int64_t m0 = 0; m0 < M; m0 += MB, pack += MB * C * k_size)
+        for (int mm = 0; mm < MB; mm++) {
+            float *dst = pack + mm;
+            if (m0 + mm >= M) {
+                for (int64_t i = 0; i < C * k_size; i++)
+                    dst[i * MB] = 0.0f;
+                continue;
+            }
+            const float *src = w + (m0 + mm) * m_stride;
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t k = 0; k < k_size; k++)
+                    dst[(c * k_size + k) * MB] = src[c * c_stride + k];
+        }
 }
 
 /* --- public ------------------------------------------------------------------------- */
