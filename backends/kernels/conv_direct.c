@@ -374,6 +374,9 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
     bool parallel = threads > 1 &&
                     (double)p->M * (double)p->C * (double)p->P >= PARALLEL_MIN_MACS;
     int claim = claim_size(spans, threads);
+    /* Channel blocks outside the tiles was measured on Zen 3 (AVX2) only;
+     * AVX-512 keeps the order it was tuned with on Zen 5: tiles outside. */
+    const bool tiles_outer = isa == &ld_cd_isa_avx512;
 #pragma omp parallel num_threads(threads) if (parallel)
     {
         float *buf = bufs + (size_t)omp_get_thread_num() * (size_t)(p->C * MAX_SPAN);
@@ -383,8 +386,12 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
             int64_t first = t * p->span / lanes, end = first + p->span / lanes;
             end = end < p->blocks ? end : p->blocks;
             int64_t full = (end - first) / p->NV, rest = (end - first) % p->NV;
-            if (full) /* all channel blocks of all full tiles: conv_direct_body.h */
+            if (tiles_outer) { /* AVX-512: each tile runs every channel block */
+                for (int64_t i = 0; i < full; i++)
+                    v->pw[p->NV - 1](p, first + i * p->NV, 1, buf + i * p->NV * lanes);
+            } else if (full) { /* all channel blocks of all full tiles: conv_direct_body.h */
                 v->pw[p->NV - 1](p, first, full, buf);
+            }
             if (rest)
                 v->pw[rest - 1](p, first + full * p->NV, 1, buf + full * p->NV * lanes);
         }
