@@ -237,17 +237,29 @@ static void repack_row(const ld_cd_isa *isa, const float *x, const ld_window_geo
 {
     size_t row_bytes = (size_t)(L->phases * L->phase_len) * sizeof(float);
     int64_t id = r / L->in_rows[1] - g->pb[0], ih = r % L->in_rows[1] - g->pb[1];
-    memset(dst, 0, row_bytes);
-    if (id < 0 || id >= g->in[0] || ih < 0 || ih >= g->in[1])
-        return;
-    const float *src = x + c * g->in_size + (id * g->in[1] + ih) * g->in[2];
-    int64_t W = g->in[2], pb = g->pb[2];
-    if (L->phases == 1) {
-        memcpy(dst + pb, src, (size_t)W * sizeof(float));
+    if (id < 0 || id >= g->in[0] || ih < 0 || ih >= g->in[1]) {
+        memset(dst, 0, row_bytes);
         return;
     }
-    /* stride 2: padded column q = pb + iw goes to phase q % 2, index q / 2 */
-    float *even = dst, *odd = dst + L->phase_len;
+    const float *src = x + c * g->in_size + (id * g->in[1] + ih) * g->in[2];
+    int64_t W = g->in[2], pb = g->pb[2], n = L->phase_len;
+    /* Only what the input does not cover is zeroed (the padding and the
+     * slack to phase_len): a memset of the whole row first wrote most of it
+     * twice. */
+    if (L->phases == 1) {
+        memset(dst, 0, (size_t)pb * sizeof(float));
+        memcpy(dst + pb, src, (size_t)W * sizeof(float));
+        memset(dst + pb + W, 0, (size_t)(n - pb - W) * sizeof(float));
+        return;
+    }
+    /* stride 2: padded column q = pb + iw goes to phase q % 2, index q / 2;
+     * the even phase holds indices [(pb + 1) / 2, (pb + W + 1) / 2), the odd
+     * one [pb / 2, (pb + W) / 2) */
+    float *even = dst, *odd = dst + n;
+    memset(even, 0, (size_t)((pb + 1) / 2) * sizeof(float));
+    memset(even + (pb + W + 1) / 2, 0, (size_t)(n - (pb + W + 1) / 2) * sizeof(float));
+    memset(odd, 0, (size_t)(pb / 2) * sizeof(float));
+    memset(odd + (pb + W) / 2, 0, (size_t)(n - (pb + W) / 2) * sizeof(float));
     int64_t iw = 0;
     if (pb % 2) { /* from iw = 1 on, padded column pb + iw starts even */
         odd[pb / 2] = src[0];
