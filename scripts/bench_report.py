@@ -70,6 +70,13 @@ def summarize(runs, peak):
     s["flops"] = runs[0]["flops"]
     s["description"] = runs[0]["description"]
     s["peak_share"] = s["conv_gflops"] / peak if s["conv_gflops"] and peak else None
+    # For information beside the median (the goals are judged on the median):
+    # the best process, as the peak is the best of its trials. On a shared
+    # machine the spread of the processes is mostly the other tenants' load.
+    rates = [r["conv_gflops"] for r in runs if r["conv_gflops"]]
+    s["conv_gflops_best"] = max(rates) if rates else None
+    s["peak_share_best"] = (s["conv_gflops_best"] / peak
+                            if s["conv_gflops_best"] and peak else None)
     s["runs_ms"] = [round(r["run_ms"], 3) for r in runs]
     # the op types that took most of the time, from the median-time run
     mid = sorted(runs, key=lambda r: r["run_ms"])[len(runs) // 2]
@@ -186,6 +193,14 @@ def main():
                      fmt(user["run_ms"], ".2f"), "", fmt(user["conv_gflops"], ".1f"), "",
                      fmt(user["peak_share"], ".2f"), "", fmt(user["whole_over_conv"], ".2f")))
     print_table(head, rows)
+    best = [(m, t, summ[(GOAL_MODEL, m, t)]) for m in ("cold", "warm")
+            for t in sorted({1, a.nproc}) if (GOAL_MODEL, m, t) in summ]
+    if best:
+        print("%s conv GFLOP/s of the best process (information only; the goal is judged on "
+              "the medians above): %s" % (GOAL_MODEL, ", ".join(
+                  "%s %dt %s (%s of peak)" % (m, t, fmt(v["conv_gflops_best"], ".1f"),
+                                              fmt(v["peak_share_best"], ".2f"))
+                  for m, t, v in best)))
     if users:
         print("* warm, with %s: %s" % (a.user_blas_env, users[0][1]["description"]))
 

@@ -376,6 +376,46 @@ static void test_direct_every_variant(void **state)
     }
 }
 
+/* Pointwise convolutions run each span's full tiles in one call, channel
+ * blocks outside and tiles inside (conv_direct_body.h; AVX2), or one call
+ * per tile (AVX-512), then the span's partial tile: every variant of every level on spans of several full
+ * tiles and a rest (C = 2: spans of 256 positions), spans of one or two
+ * tiles (C = 300: spans of 24-48 positions), M a block and one over, a
+ * plane ending in a partial vector, and one product large enough to run
+ * on 2 threads. The same bits as the emulated chain. */
+static void test_direct_pointwise_spans(void **state)
+{
+    (void)state;
+    skip_without_kernels();
+    static const int64_t Cs[] = {2, 300, 40};
+    for (int li = 0; li < N_LEVELS; li++) {
+        if (!use_level(li))
+            continue;
+        for (int v = 0; v < ld_conv_direct_variant_count(); v++) {
+            ld_conv_direct_force_variant(v);
+            for (size_t ci = 0; ci < sizeof Cs / sizeof Cs[0]; ci++) {
+                /* 7 x 131 = 917 positions; the last case 3 x 1399 = 4197
+                 * with 40 x 30 channels: 5.0M multiply-adds, threaded */
+                bool big = ci == 2;
+                int64_t in[3] = {big ? 3 : 7, big ? 1399 : 131, 1}, k[3] = {1, 1, 1};
+                int64_t st[3] = {1, 1, 1}, dl[3] = {1, 1, 1}, pb[3] = {0}, pe[3] = {0};
+                conv_case t = {.C = Cs[ci], .M = big ? 30 : 13 + (int64_t)(v % 2) * 12};
+                assert_true(make_geom(&t.g, 2, in, k, st, dl, pb, pe));
+                t.x = random_floats(t.C * t.g.in_size);
+                t.w = random_floats(t.M * t.C);
+                t.b = (v + ci) % 2 ? random_floats(t.M) : NULL;
+                char label[96];
+                snprintf(label, sizeof label, "%s pointwise variant %d C %lld M %lld",
+                         ld_conv_direct_level_name(levels[li]), v, (long long)t.C,
+                         (long long)t.M);
+                check_case(&t, label);
+                free(t.x), free(t.w), free(t.b);
+            }
+        }
+        ld_conv_direct_force_variant(-1);
+    }
+}
+
 /* Passes over chunks of input channels (the sums continue through y) and
  * work items of a few tiles, forced small, with every variant of every
  * level: channel counts that leave a short last chunk, rows ending in a
@@ -556,6 +596,7 @@ int main(void)
         cmocka_unit_test_teardown(test_interleave2, restore_auto),
         cmocka_unit_test_teardown(test_gemm_direct, restore_auto),
         cmocka_unit_test_teardown(test_direct_every_variant, restore_auto),
+        cmocka_unit_test_teardown(test_direct_pointwise_spans, restore_auto),
         cmocka_unit_test_teardown(test_direct_blocking, restore_auto),
         cmocka_unit_test_teardown(test_direct_model_shapes, restore_auto),
         cmocka_unit_test_teardown(test_direct_random, restore_auto),

@@ -155,31 +155,40 @@ static int64_t pointwise_span(int64_t C, int64_t unit)
 
 /* Estimated cycles per input tap of an MB x nv tile: two FMAs and two loads
  * (nv input vectors, MB weight broadcasts) per cycle -- Zen 3 with AVX2 and
- * Zen 4/5 with AVX-512 alike. */
-static double tap_cycles(int MB, int nv)
+ * Zen 4/5 with AVX-512 alike -- plus load_weight cycles per load. Windowed
+ * convolutions pass 0.1: their tiles read the inputs from the ring in L2
+ * and the chunk's weights near the edge of L1, so of two variants the FMA
+ * slots rate equal, the one with fewer loads runs faster (Zen 3, AVX2, 1
+ * thread, CPU time: 96 -> 24 3x3 at 160x160 4x3 ~70 GFLOP/s, 6x2 ~64; at
+ * 40x40 78 against 72; at 80x80, whose 10 vectors 4x3 splits 3+3+3+1, 6x2
+ * stays the cheaper, measured 64 against 60). Pointwise tiles read an L1
+ * buffer and pass 0: there 6x2 measured as fast as 4x3 or faster. AVX-512
+ * passes 0 everywhere (not measured there: its choices stay as they were). */
+static double tap_cycles(int MB, int nv, double load_weight)
 {
     double fma = MB * nv / 2.0, loads = (nv + MB) / 2.0;
-    return fma > loads ? fma : loads;
+    return (fma > loads ? fma : loads) + load_weight * (nv + MB);
 }
 
-static double variant_cost(const ld_cd_variant *v, int64_t M, int64_t blocks)
+static double variant_cost(const ld_cd_variant *v, int64_t M, int64_t blocks, double load_weight)
 {
     int64_t mblocks = (M + v->MB - 1) / v->MB, full = blocks / v->NV, rest = blocks % v->NV;
-    double per_row = (double)full * tap_cycles(v->MB, v->NV) +
-                     (rest ? tap_cycles(v->MB, (int)rest) : 0.0);
+    double per_row = (double)full * tap_cycles(v->MB, v->NV, load_weight) +
+                     (rest ? tap_cycles(v->MB, (int)rest, load_weight) : 0.0);
     return (double)mblocks * per_row;
 }
 
 /* The cheapest variant (the first of equal ones). */
-static const ld_cd_variant *choose_variant(const ld_cd_isa *isa, int64_t M, int64_t blocks)
+static const ld_cd_variant *choose_variant(const ld_cd_isa *isa, int64_t M, int64_t blocks,
+                                           double load_weight)
 {
     int forced = atomic_load(&forced_variant);
     if (forced >= 0 && forced < isa->n_variants)
         return &isa->variants[forced];
     const ld_cd_variant *best = &isa->variants[0];
-    double best_cost = variant_cost(best, M, blocks);
+    double best_cost = variant_cost(best, M, blocks, load_weight);
     for (int i = 1; i < isa->n_variants; i++) {
-        double c = variant_cost(&isa->variants[i], M, blocks);
+        double c = variant_cost(&isa->variants[i], M, blocks, load_weight);
         if (c < best_cost) {
             best = &isa->variants[i];
             best_cost = c;
@@ -228,17 +237,29 @@ static void repack_row(const ld_cd_isa *isa, const float *x, const ld_window_geo
 {
     size_t row_bytes = (size_t)(L->phases * L->phase_len) * sizeof(float);
     int64_t id = r / L->in_rows[1] - g->pb[0], ih = r % L->in_rows[1] - g->pb[1];
-    memset(dst, 0, row_bytes);
-    if (id < 0 || id >= g->in[0] || ih < 0 || ih >= g->in[1])
-        return;
-    const float *src = x + c * g->in_size + (id * g->in[1] + ih) * g->in[2];
-    int64_t W = g->in[2], pb = g->pb[2];
-    if (L->phases == 1) {
-        memcpy(dst + pb, src, (size_t)W * sizeof(float));
+    if (id < 0 || id >= g->in[0] || ih < 0 || ih >= g->in[1]) {
+        memset(dst, 0, row_bytes);
         return;
     }
-    /* stride 2: padded column q = pb + iw goes to phase q % 2, index q / 2 */
-    float *even = dst, *odd = dst + L->phase_len;
+    const float *src = x + c * g->in_size + (id * g->in[1] + ih) * g->in[2];
+    int64_t W = g->in[2], pb = g->pb[2], n = L->phase_len;
+    /* Only what the input does not cover is zeroed (the padding and the
+     * slack to phase_len): a memset of the whole row first wrote most of it
+     * twice. */
+    if (L->phases == 1) {
+        memset(dst, 0, (size_t)pb * sizeof(float));
+        memcpy(dst + pb, src, (size_t)W * sizeof(float));
+        memset(dst + pb + W, 0, (size_t)(n - pb - W) * sizeof(float));
+        return;
+    }
+    /* stride 2: padded column q = pb + iw goes to phase q % 2, index q / 2;
+     * the even phase holds indices [(pb + 1) / 2, (pb + W + 1) / 2), the odd
+     * one [pb / 2, (pb + W) / 2) */
+    float *even = dst, *odd = dst + n;
+    memset(even, 0, (size_t)((pb + 1) / 2) * sizeof(float));
+    memset(even + (pb + W + 1) / 2, 0, (size_t)(n - (pb + W + 1) / 2) * sizeof(float));
+    memset(odd, 0, (size_t)(pb / 2) * sizeof(float));
+    memset(odd + (pb + W) / 2, 0, (size_t)(n - (pb + W) / 2) * sizeof(float));
     int64_t iw = 0;
     if (pb % 2) { /* from iw = 1 on, padded column pb + iw starts even */
         odd[pb / 2] = src[0];
@@ -274,11 +295,24 @@ static size_t pack_rows(int64_t M)
 static void pack_weights(const float *w, int64_t m_stride, int64_t c_stride, int64_t C,
                          int64_t M, int64_t k_size, int MB, float *pack)
 {
-    for (int64_t m0 = 0; m0 < M; m0 += MB)
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t k = 0; k < k_size; k++, pack += MB)
-                for (int mm = 0; mm < MB; mm++)
-                    pack[mm] = m0 + mm < M ? w[(m0 + mm) * m_stride + c * c_stride + k] : 0.0f;
+    /* Each output channel's weights are read in their order in memory (a
+     * row of the plain [M][C][k] tensor, or a column of a transposed GEMM
+     * operand) and scattered MB floats apart into the block, which is in
+     * L1 or L2: reading MB rows in turn, as the block's order would, took
+     * a miss per float from weights that come from memory every run. */
+    for (int64_t m0 = 0; m0 < M; m0 += MB, pack += MB * C * k_size)
+        for (int mm = 0; mm < MB; mm++) {
+            float *dst = pack + mm;
+            if (m0 + mm >= M) {
+                for (int64_t i = 0; i < C * k_size; i++)
+                    dst[i * MB] = 0.0f;
+                continue;
+            }
+            const float *src = w + (m0 + mm) * m_stride;
+            for (int64_t c = 0; c < C; c++)
+                for (int64_t k = 0; k < k_size; k++)
+                    dst[(c * k_size + k) * MB] = src[c * c_stride + k];
+        }
 }
 
 /* --- public ------------------------------------------------------------------------- */
@@ -341,7 +375,7 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
     const ld_cd_isa *isa = active_isa();
     const int64_t lanes = isa->lanes;
     p->blocks = (p->P + lanes - 1) / lanes;
-    const ld_cd_variant *v = choose_variant(isa, p->M, p->blocks);
+    const ld_cd_variant *v = choose_variant(isa, p->M, p->blocks, 0.0);
     p->MB = v->MB;
     p->NV = v->NV;
     p->span = pointwise_span(p->C, p->NV * lanes);
@@ -352,6 +386,9 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
     bool parallel = threads > 1 &&
                     (double)p->M * (double)p->C * (double)p->P >= PARALLEL_MIN_MACS;
     int claim = claim_size(spans, threads);
+    /* Channel blocks outside the tiles was measured on Zen 3 (AVX2) only;
+     * AVX-512 keeps the order it was tuned with on Zen 5: tiles outside. */
+    const bool tiles_outer = isa == &ld_cd_isa_avx512;
 #pragma omp parallel num_threads(threads) if (parallel)
     {
         float *buf = bufs + (size_t)omp_get_thread_num() * (size_t)(p->C * MAX_SPAN);
@@ -360,10 +397,15 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
             isa->pointwise_copy(p, t * p->span, buf);
             int64_t first = t * p->span / lanes, end = first + p->span / lanes;
             end = end < p->blocks ? end : p->blocks;
-            for (int64_t b0 = first; b0 < end; b0 += p->NV) {
-                int64_t nv = end - b0 < p->NV ? end - b0 : p->NV;
-                v->pw[nv - 1](p, b0, buf + (b0 - first) * lanes);
+            int64_t full = (end - first) / p->NV, rest = (end - first) % p->NV;
+            if (tiles_outer) { /* AVX-512: each tile runs every channel block */
+                for (int64_t i = 0; i < full; i++)
+                    v->pw[p->NV - 1](p, first + i * p->NV, 1, buf + i * p->NV * lanes);
+            } else if (full) { /* all channel blocks of all full tiles: conv_direct_body.h */
+                v->pw[p->NV - 1](p, first, full, buf);
             }
+            if (rest)
+                v->pw[rest - 1](p, first + full * p->NV, 1, buf + full * p->NV * lanes);
         }
     }
 }
@@ -500,7 +542,8 @@ void ld_conv_direct_f32(const float *x, const float *w, const float *bias, float
     layout_for(g, isa->lanes, &p.L);
     p.row_floats = C * p.L.phases * p.L.phase_len;
     p.blocks = (p.L.out_w + isa->lanes - 1) / isa->lanes;
-    const ld_cd_variant *v = choose_variant(isa, M, p.blocks);
+    /* the load tie-break was measured on Zen 3 (AVX2) only: AVX-512 keeps its choices */
+    const ld_cd_variant *v = choose_variant(isa, M, p.blocks, isa == &ld_cd_isa_avx2 ? 0.1 : 0.0);
     p.MB = v->MB;
     p.NV = v->NV;
     p.tiles = (p.blocks + p.NV - 1) / p.NV;

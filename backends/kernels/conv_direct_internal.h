@@ -60,9 +60,10 @@ typedef struct ld_cd_pw_plan {
  * rows it reads. */
 typedef void (*ld_cd_tile_fn)(const ld_cd_plan *p, const float *const *rows, int64_t row,
                               int64_t b0, int64_t c0, int64_t c1);
-/* One pointwise tile of nv vectors from vector b0; its inputs at buf (rows
- * of p->span floats). */
-typedef void (*ld_cd_pw_fn)(const ld_cd_pw_plan *p, int64_t b0, const float *buf);
+/* `ntiles` pointwise tiles of nv vectors each from vector b0, every
+ * channel block of each; their inputs at buf (rows of p->span floats). */
+typedef void (*ld_cd_pw_fn)(const ld_cd_pw_plan *p, int64_t b0, int64_t ntiles,
+                            const float *buf);
 
 /* A channel block size MB with tiles of 1..NV vectors ([vectors - 1]). */
 typedef struct ld_cd_variant {
