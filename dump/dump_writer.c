@@ -52,6 +52,8 @@ struct ld_dump_writer {
     ld_dump_index_types index_types;  /* the index tables' row types */
     hid_t plain_dcpl;                 /* contiguous dataset properties, or invalid */
     hid_t ftype[LD_DTYPE_COUNT_];     /* per dtype, made on first use */
+    hid_t space;                      /* the last tensor's dataspace (H5Dcreate2 copies it), */
+    ld_shape space_shape;             /* for that shape: the runs of a layer share it */
     hid_t mtype[LD_DTYPE_COUNT_];
     int gzip_level;
     int version;      /* format version written: 2, or 1 when asked */
@@ -231,7 +233,7 @@ ld_status ld_dump_writer_open(ld_dump_writer **out, const char *path,
         return ld_error_set(err, LD_ERR_NOMEM, "dump '%s': out of memory", path);
     w->file = w->inputs = w->runs = w->index = w->lcpl = w->gcpl = w->run_gcpl = H5I_INVALID_HID;
     w->index_types.mem = w->index_types.file = w->index_types.dxpl = H5I_INVALID_HID;
-    w->attrs.str_type = w->attrs.scalar = w->plain_dcpl = H5I_INVALID_HID;
+    w->attrs.str_type = w->attrs.scalar = w->plain_dcpl = w->space = H5I_INVALID_HID;
     for (int d = 0; d < LD_DTYPE_COUNT_; d++)
         w->ftype[d] = w->mtype[d] = H5I_INVALID_HID;
     w->current = -1;
@@ -327,6 +329,24 @@ static hid_t tensor_dataspace(const ld_shape *shape)
     return H5Screate_simple(shape->rank, dims, NULL);
 }
 
+/* The dataspace of shape, borrowed from the writer (valid until the next
+ * call). A comparing run writes each layer's reference, test and isolated
+ * tensors one after another with the same shape, so the last dataspace is
+ * kept rather than made and closed per tensor (2,400 instructions each). */
+static hid_t writer_dataspace(ld_dump_writer *w, const ld_shape *shape)
+{
+    bool same = w->space >= 0 && w->space_shape.rank == shape->rank;
+    for (int i = 0; same && i < shape->rank; i++)
+        same = w->space_shape.dims[i] == shape->dims[i];
+    if (same)
+        return w->space;
+    if (w->space >= 0)
+        H5Sclose(w->space);
+    w->space = tensor_dataspace(shape);
+    w->space_shape = *shape;
+    return w->space;
+}
+
 static ld_status write_tensor_attributes(ld_dump_writer *w, hid_t dset, const ld_tensor *t,
                                          const ld_dump_tensor_meta *m, ld_error *err)
 {
@@ -399,14 +419,24 @@ static ld_status check_tensor(const ld_tensor *t, const ld_dump_tensor_meta *m, 
     return LD_OK;
 }
 
+/* "run '<run>'", or "inputs" for run NULL, in buf: the group in messages
+ * (made only for them: formatting it per tensor cost 800 instructions). */
+static const char *where_of(char buf[160], const char *run)
+{
+    if (!run)
+        return "inputs";
+    snprintf(buf, 160, "run '%.120s'", run);
+    return buf;
+}
+
 /* Creates dataset <group>/<escaped name>, writes the data, then its
  * description: a row of the run's index, or (index NULL: model inputs) the
- * dataset's attributes. `where` names the group in messages ("run 'x'",
- * "inputs"). */
+ * dataset's attributes. `run` names the run in messages (NULL: the inputs). */
 static ld_status write_dataset(ld_dump_writer *w, hid_t group, ld_dump_index *index,
-                               const char *where, const ld_tensor *t,
+                               const char *run, const ld_tensor *t,
                                const ld_dump_tensor_meta *m, ld_error *err)
 {
+    char where[160];
     ld_status st = check_tensor(t, m, err);
     char detail[256];
     char *link = NULL;
@@ -420,7 +450,7 @@ static ld_status write_dataset(ld_dump_writer *w, hid_t group, ld_dump_index *in
         st = ld_error_set(err, LD_ERR_NOMEM, "out of memory");
         goto out;
     }
-    space = tensor_dataspace(&t->shape);
+    space = writer_dataspace(w, &t->shape);
     dcpl = dcpl_for(w, t, &own_dcpl);
     if (!types_for(w, t->dtype, &ftype, &mtype) || space < 0 || dcpl < 0) {
         st = ld_error_set(err, LD_ERR_INTERNAL, "cannot build HDF5 type or properties");
@@ -428,7 +458,7 @@ static ld_status write_dataset(ld_dump_writer *w, hid_t group, ld_dump_index *in
     }
     dset = H5Dcreate2(group, link, ftype, space, w->lcpl, dcpl, H5P_DEFAULT);
     if (dset < 0 && H5Lexists(group, link, H5P_DEFAULT) > 0) { /* looked up only now */
-        st = ld_error_set(err, LD_ERR_INPUT, "duplicate tensor name in %s", where);
+        st = ld_error_set(err, LD_ERR_INPUT, "duplicate tensor name in %s", where_of(where, run));
         goto out;
     }
     if (dset < 0 ||
@@ -443,12 +473,10 @@ out:
         st = ld_error_set(err, LD_ERR_IO, "%s", ld_dump_h5_error_detail(detail, sizeof detail));
     if (dcpl >= 0 && own_dcpl)
         H5Pclose(dcpl);
-    if (space >= 0)
-        H5Sclose(space);
-    free(link);
+    free(link); /* space is the writer's */
     if (st != LD_OK) {
         ld_error_prefix(err, "dump '%s': cannot write tensor '%s' of %s", w->path,
-                        m && m->name ? m->name : "(null)", where);
+                        m && m->name ? m->name : "(null)", where_of(where, run));
         writer_fail(w, err);
     }
     return st;
@@ -463,7 +491,7 @@ ld_status ld_dump_writer_add_input(ld_dump_writer *w, const ld_tensor *t, ld_err
         .name = t ? t->name : NULL, .node = "", .op_type = "", .topo_index = -1,
         .output_index = 0, .precision = "",
     };
-    return write_dataset(w, w->inputs, NULL, "inputs", t, &m, err);
+    return write_dataset(w, w->inputs, NULL, NULL, t, &m, err);
 }
 
 /* The open run behind handle, or NULL with an internal error in err. */
@@ -486,9 +514,7 @@ ld_status ld_dump_writer_add_tensor_to(ld_dump_writer *w, int run, const ld_tens
     open_run *r = run_at(w, run, err);
     if (!r)
         return LD_ERR_INTERNAL;
-    char where[160];
-    snprintf(where, sizeof where, "run '%.120s'", r->name);
-    return write_dataset(w, r->group, w->version >= 2 ? &r->index : NULL, where, t, meta, err);
+    return write_dataset(w, r->group, w->version >= 2 ? &r->index : NULL, r->name, t, meta, err);
 }
 
 ld_status ld_dump_writer_add_tensor(ld_dump_writer *w, const ld_tensor *t,
@@ -657,6 +683,9 @@ static bool close_all(ld_dump_writer *w, char *detail, size_t size)
         H5Pclose(w->run_gcpl);
     if (w->plain_dcpl >= 0)
         H5Pclose(w->plain_dcpl);
+    if (w->space >= 0)
+        H5Sclose(w->space);
+    w->space = H5I_INVALID_HID;
     for (int d = 0; d < LD_DTYPE_COUNT_; d++) {
         if (w->ftype[d] >= 0)
             H5Tclose(w->ftype[d]);

@@ -464,6 +464,51 @@ static void test_deterministic_bytes(void **state)
     fclose(b);
 }
 
+/* Run datasets carry no object timestamps and are contiguous without
+ * filters, in both format versions; the writer leaves HDF5's default dataset
+ * creation list as it found it. (HDF5 1.10 reads the default list's
+ * timestamp flag once, at library start: a writer that switched it off on
+ * the default list to spare H5Dcreate2 its per-dataset copy of a custom list
+ * would still write timestamps; docs/dump-format.md "Writing".) Checked
+ * without waiting a second as test_deterministic_bytes does. */
+static void test_run_datasets_have_no_timestamps(void **state)
+{
+    dt_fixture *f = *state;
+    const int64_t n = 3;
+    const float x[] = {1, 2, 3};
+    ld_tensor *t = dt_make_tensor(LD_DTYPE_FLOAT32, 1, &n, x);
+    ld_dump_tensor_meta m = dt_meta("x", 0, 0);
+    for (int version = 1; version <= 2; version++) {
+        char path[192];
+        snprintf(path, sizeof path, "%s/stamps%d.h5", f->dir, version);
+        ld_dump_writer *w = NULL;
+        ld_dump_writer_options o = {.format_version = version};
+        ld_error err;
+        assert_int_equal(ld_dump_writer_open(&w, path, NULL, &o, &err), LD_OK);
+        dt_begin_run(w, "r");
+        dt_add(w, t, &m);
+        dt_commit(w);
+        hbool_t track = 0;
+        assert_true(H5Pget_obj_track_times(H5P_DATASET_CREATE_DEFAULT, &track) >= 0);
+        assert_true(track);
+        hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        assert_true(file >= 0);
+        hid_t dset = H5Dopen2(file, "/runs/r/x", H5P_DEFAULT);
+        assert_true(dset >= 0);
+        hid_t dcpl = H5Dget_create_plist(dset);
+        assert_true(dcpl >= 0);
+        track = 1;
+        assert_true(H5Pget_obj_track_times(dcpl, &track) >= 0);
+        assert_false(track);
+        assert_int_equal(H5Pget_layout(dcpl), H5D_CONTIGUOUS);
+        assert_int_equal(H5Pget_nfilters(dcpl), 0);
+        H5Pclose(dcpl);
+        H5Dclose(dset);
+        H5Fclose(file);
+    }
+    ld_tensor_destroy(t);
+}
+
 /* --- temporary file, commit, abort, failures ------------------------------------- */
 
 static void test_temp_file_commit_and_abort(void **state)
@@ -563,6 +608,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_runs_inputs_and_attributes, dt_setup, dt_teardown),
         cmocka_unit_test_setup_teardown(test_gzip_layout, dt_setup, dt_teardown),
         cmocka_unit_test_setup_teardown(test_deterministic_bytes, dt_setup, dt_teardown),
+        cmocka_unit_test_setup_teardown(test_run_datasets_have_no_timestamps, dt_setup,
+                                        dt_teardown),
         cmocka_unit_test_setup_teardown(test_temp_file_commit_and_abort, dt_setup, dt_teardown),
         cmocka_unit_test_setup_teardown(test_commit_to_missing_directory, dt_setup, dt_teardown),
         cmocka_unit_test_setup_teardown(test_write_failure_leaves_no_file, dt_setup, dt_teardown),

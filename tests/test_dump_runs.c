@@ -118,6 +118,57 @@ static void test_interleaved_runs(void **state)
 }
 
 /* The one-run API and the handles mix: begin_run's run is a handle too. */
+/* The writer reuses the last tensor's dataspace while shapes repeat (each
+ * layer's runs share one): a change of any dim, of the rank only ((4) then
+ * (4, 1)), to a scalar or to an empty shape, across runs and the model
+ * inputs, must still give every dataset its own shape and data. */
+static void test_shapes_change_between_tensors(void **state)
+{
+    dt_fixture *f = *state;
+    static const int ranks[] = {2, 2, 2, 1, 2, 0, 2, 3, 2};
+    static const int64_t dims[][3] = {{2, 3}, {2, 3}, {3, 2}, {4}, {4, 1}, {0},
+                                      {0, 3}, {1, 2, 3}, {2, 3}};
+    enum { N = sizeof ranks / sizeof ranks[0] };
+    float data[6] = {0};
+    ld_dump_writer *w = dt_open_writer(f->path, 0);
+    ld_error err;
+    const int64_t in_dims[2] = {2, 3};
+    ld_tensor *in = dt_make_tensor(LD_DTYPE_FLOAT32, 2, in_dims, data);
+    free(in->name);
+    in->name = strdup("x");
+    assert_int_equal(ld_dump_writer_add_input(w, in, &err), LD_OK);
+    ld_tensor_destroy(in);
+    int runs[2] = {open_run(w, "a", NULL), open_run(w, "b", NULL)};
+    for (int i = 0; i < N; i++)
+        for (int r = 0; r < 2; r++) {
+            for (int k = 0; k < 6; k++)
+                data[k] = (float)(100 * r + 10 * i + k);
+            ld_tensor *t = dt_make_tensor(LD_DTYPE_FLOAT32, ranks[i], dims[i], data);
+            char name[16];
+            snprintf(name, sizeof name, "t%d", i);
+            ld_dump_tensor_meta m = dt_meta(name, i, 0);
+            assert_int_equal(ld_dump_writer_add_tensor_to(w, runs[r], t, &m, &err), LD_OK);
+            ld_tensor_destroy(t);
+        }
+    dt_commit(w);
+    ld_dump *d = dt_open_dump(f->path);
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < N; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "t%d", i);
+            ld_tensor *t = dt_read_by_name(d, ld_dump_find_run(d, r ? "b" : "a"), name);
+            assert_int_equal(t->shape.rank, ranks[i]);
+            for (int k = 0; k < ranks[i]; k++)
+                assert_int_equal(t->shape.dims[k], dims[i][k]);
+            for (int64_t k = 0; k < t->count; k++)
+                assert_true(((float *)t->data)[k] == (float)(100 * r + 10 * i + k));
+            ld_tensor_destroy(t);
+        }
+    assert_int_equal(ld_dump_input_meta(d, 0)->shape.rank, 2);
+    assert_int_equal(ld_dump_input_meta(d, 0)->shape.dims[1], 3);
+    ld_dump_close(d);
+}
+
 static void test_current_run_and_handles(void **state)
 {
     dt_fixture *f = *state;
@@ -213,6 +264,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         SETUP(test_interleaved_runs),
         SETUP(test_current_run_and_handles),
+        SETUP(test_shapes_change_between_tensors),
         SETUP(test_older_and_foreign_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
