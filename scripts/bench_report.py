@@ -230,9 +230,12 @@ def main():
         print()
         print("emulated fp16 vs reference (warm, %d thread%s)" % (a.nproc,
                                                                  "" if a.nproc == 1 else "s"))
-        print_table(("case", "reference ms", "emulated ms", "ratio"),
+        print_table(("case", "reference ms", "emulated ms", "ratio", "of medians", "per rep"),
                     [(e["case"], "%.2f" % e["reference_ms"], "%.2f" % e["emulated_ms"],
-                      "%.2f" % e["ratio"]) for e in emulated])
+                      "%.2f" % e["ratio"], "%.2f" % e["ratio_of_medians"],
+                      " ".join("%.2f" % x for x in e["ratios"])) for e in emulated])
+        print("  ratio: median of the repetitions' emulated/reference, each emulated run "
+              "right after its reference run; of medians: median over median")
 
     # wait policy
     policy = {}
@@ -303,14 +306,23 @@ def compare_throughput(path):
 
 
 def emulated_ratios(summ, case_order, nproc):
-    """Per case: the emulated fp16 warm median over the reference's, same threads."""
+    """Per case, same threads: the median over the repetitions of the emulated
+    fp16 warm run's time over the reference warm run's just before it in the
+    same repetition (bench.sh runs them back to back), so that both sides of
+    each ratio see the same moment of a shared machine; and, for comparison,
+    the emulated median over the reference median (ratio_of_medians), which
+    pairs runs taken up to a minute apart."""
     out = []
     for name in case_order:
         ref, emu = summ.get((name, "warm", nproc)), summ.get((name, "emulated", nproc))
         if not ref or not emu or not ref["run_ms"]:
             continue
+        pairs = [e / r for r, e in zip(ref["runs_ms"], emu["runs_ms"]) if r]
         out.append({"case": name, "threads": nproc, "reference_ms": ref["run_ms"],
-                    "emulated_ms": emu["run_ms"], "ratio": emu["run_ms"] / ref["run_ms"]})
+                    "emulated_ms": emu["run_ms"],
+                    "ratio": median(pairs) if pairs else emu["run_ms"] / ref["run_ms"],
+                    "ratios": [round(x, 3) for x in pairs],
+                    "ratio_of_medians": emu["run_ms"] / ref["run_ms"]})
     return out
 
 
