@@ -192,6 +192,150 @@ static void test_session_and_report(void **state)
     ld_tensor_destroy(ct);
 }
 
+/* A tensor of dtype d holding v (as d rounds it). */
+static ld_tensor *of_dtype(ld_dtype d, int n, const float *v)
+{
+    ld_error err;
+    ld_tensor *t = NULL;
+    ld_shape shape = {.rank = 1, .dims = {n}};
+    assert_int_equal(ld_tensor_create(&t, "x", d, &shape, &err), LD_OK);
+    for (int i = 0; i < n; i++) {
+        if (d == LD_DTYPE_FLOAT32)
+            ((float *)t->data)[i] = v[i];
+        else if (d == LD_DTYPE_FLOAT16)
+            ((ld_fp16 *)t->data)[i] = ld_fp32_to_fp16(v[i]);
+        else if (d == LD_DTYPE_BFLOAT16)
+            ((ld_bf16 *)t->data)[i] = ld_fp32_to_bf16(v[i]);
+        else
+            ((double *)t->data)[i] = v[i];
+    }
+    return t;
+}
+
+static double value_at(const ld_tensor *t, int i)
+{
+    switch (t->dtype) {
+    case LD_DTYPE_FLOAT32:
+        return ((const float *)t->data)[i];
+    case LD_DTYPE_FLOAT16:
+        return ld_fp16_to_fp32(((const ld_fp16 *)t->data)[i]);
+    case LD_DTYPE_BFLOAT16:
+        return ld_bf16_to_fp32(((const ld_bf16 *)t->data)[i]);
+    default:
+        return ((const double *)t->data)[i];
+    }
+}
+
+/* The header's definition, element by element in double, written apart from
+ * the implementation: the shared smallest/largest non-NaN values are the
+ * bounds (the reference's rounded to the test's dtype), an element counts
+ * when exactly one side sits at one of them. */
+static int64_t crossings_by_definition(const ld_tensor *r, const ld_tensor *t)
+{
+    int n = (int)r->count;
+    double rl = INFINITY, rh = -INFINITY, tl = INFINITY, th = -INFINITY;
+    int seen_r = 0, seen_t = 0;
+    for (int i = 0; i < n; i++) {
+        double x = value_at(r, i), y = value_at(t, i);
+        if (x == x) {
+            seen_r = 1;
+            rl = fmin(rl, x);
+            rh = fmax(rh, x);
+        }
+        if (y == y) {
+            seen_t = 1;
+            tl = fmin(tl, y);
+            th = fmax(th, y);
+        }
+    }
+    if (!seen_r || !seen_t)
+        return 0;
+    ld_tensor *b = of_dtype(t->dtype, 1, (const float[]){(float)rl});
+    double rl_t = t->dtype == LD_DTYPE_FLOAT64 ? rl : value_at(b, 0);
+    ld_tensor_destroy(b);
+    b = of_dtype(t->dtype, 1, (const float[]){(float)rh});
+    double rh_t = t->dtype == LD_DTYPE_FLOAT64 ? rh : value_at(b, 0);
+    ld_tensor_destroy(b);
+    bool lo = rl_t == tl, hi = rh_t == th;
+    int64_t c = 0;
+    for (int i = 0; i < n; i++) {
+        double x = value_at(r, i), y = value_at(t, i);
+        c += (lo && ((x == rl) != (y == tl))) || (hi && ((x == rh) != (y == th)));
+    }
+    return c;
+}
+
+static uint64_t rng_state = 0x1234567u;
+static uint32_t rnd(void)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rng_state >> 33);
+}
+
+/* Random Clip-like outputs (values clamped to [lo, hi], a few nudged across,
+ * NaNs, infinities, signed zeros) of every float dtype pair and of sizes
+ * around the vector width and the block: the vector and portable loops both
+ * agree with the definition. */
+static void test_random_against_definition(void **state)
+{
+    (void)state;
+    const ld_dtype types[] = {LD_DTYPE_FLOAT32, LD_DTYPE_FLOAT16, LD_DTYPE_BFLOAT16,
+                              LD_DTYPE_FLOAT64};
+    const int sizes[] = {1, 7, 8, 15, 16, 17, 33, 4095, 4096, 4097, 9000};
+    float *rv = malloc(9000 * sizeof *rv), *tv = malloc(9000 * sizeof *tv);
+    assert_non_null(rv);
+    assert_non_null(tv);
+    int64_t total = 0, both = 0;
+    for (int trial = 0; trial < 40; trial++) {
+        int n = sizes[trial % 11];
+        float lo = (trial % 3) ? 0.0f : -0.3f, hi = (trial % 5) ? 6.0f : 0.7f;
+        for (int i = 0; i < n; i++) {
+            float x = -2.0f + 10.0f * (float)rnd() / 4294967296.0f;
+            x = x < lo ? lo : x > hi ? hi : x;
+            float y = x;
+            switch (rnd() % 16) {
+            case 0: /* let through just inside the bound in the test */
+                y = x == hi ? hi - 1e-3f : x;
+                break;
+            case 1: /* and in some trials past it: that bound is then not shared */
+                y = x == lo ? lo + 1e-3f : trial % 4 == 3 ? x - 1e-3f : x;
+                break;
+            case 2: x = lo; break;        /* at the bound in the reference only */
+            case 3: y = hi; break;
+            case 4: y = NAN; break;
+            case 5: x = NAN; break;
+            case 6: if (trial == 7) { x = INFINITY; y = INFINITY; } break;
+            case 7: if (lo == 0.0f) y = -0.0f; break;
+            default: break;
+            }
+            rv[i] = x;
+            tv[i] = y;
+        }
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 4; b++) {
+                ld_tensor *r = of_dtype(types[a], n, rv), *t = of_dtype(types[b], n, tv);
+                int64_t want = crossings_by_definition(r, t);
+                ld_clip_crossing_force_portable(true);
+                int64_t portable = ld_clip_crossings(r, t);
+                ld_clip_crossing_force_portable(false);
+                int64_t fast = ld_clip_crossings(r, t);
+                if (portable != want || fast != want)
+                    fail_msg("trial %d n %d dtypes %d/%d: definition %lld, portable %lld, "
+                             "vector %lld", trial, n, a, b, (long long)want,
+                             (long long)portable, (long long)fast);
+                total += want;
+                if (trial % 4 != 3)
+                    both += want;
+                ld_tensor_destroy(r);
+                ld_tensor_destroy(t);
+            }
+    }
+    assert_true(total > 1000); /* the data do cross bounds, */
+    assert_true(both > 100);   /* both of them in some trials */
+    free(rv);
+    free(tv);
+}
+
 /* Without a Clip output the summary says -1 (JSON null), not 0. */
 static void test_no_clip_is_not_zero(void **state)
 {
@@ -210,8 +354,23 @@ static void test_no_clip_is_not_zero(void **state)
     ld_tensor_destroy(a);
 }
 
+static int portable_setup(void **state)
+{
+    (void)state;
+    ld_clip_crossing_force_portable(true);
+    return 0;
+}
+
+static int portable_teardown(void **state)
+{
+    (void)state;
+    ld_clip_crossing_force_portable(false);
+    return 0;
+}
+
 int main(void)
 {
+    /* every case on the CPU's vector loops, then on the portable ones */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counts_one_sided_clamps),
         cmocka_unit_test(test_unshared_extremes_are_no_bound),
@@ -221,6 +380,16 @@ int main(void)
         cmocka_unit_test(test_many_blocks),
         cmocka_unit_test(test_session_and_report),
         cmocka_unit_test(test_no_clip_is_not_zero),
+        cmocka_unit_test(test_random_against_definition),
+        cmocka_unit_test_setup_teardown(test_counts_one_sided_clamps, portable_setup,
+                                        portable_teardown),
+        cmocka_unit_test_setup_teardown(test_unshared_extremes_are_no_bound, portable_setup,
+                                        portable_teardown),
+        cmocka_unit_test_setup_teardown(test_both_bounds_and_nans, portable_setup,
+                                        portable_teardown),
+        cmocka_unit_test_setup_teardown(test_fp16_test_against_fp32_reference, portable_setup,
+                                        portable_teardown),
+        cmocka_unit_test_setup_teardown(test_many_blocks, portable_setup, portable_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
