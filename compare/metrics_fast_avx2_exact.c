@@ -55,21 +55,53 @@ TARGET void cmp_avx2_count_specials(const cmp_params *p, const float *r, const f
     acc->underflow_zero += under;
 }
 
-/* Which elements fail, exactly as cmp_block_double judges them. */
+/* Which elements fail, exactly as cmp_block_double judges them.
+ *
+ * The Polygraphy rule's rel half, fl(a / d) > rtol (d = |r|, or the epsilon
+ * for r = 0), is decided without the division for nearly every element:
+ * in real comparisons (fp16 against fp32 deep in a network) most blocks
+ * hold a failing element, so this pass runs over most of the tensor, and
+ * the division was most of its time. With P = fl(rtol d), every product
+ * rounded once (no contraction): a > fl(P (1 + 2^-51)) puts a / d above
+ * rtol (1 + 2^-52 - 2^-104), so fl(a / d) is at least the double after rtol:
+ * it fails; a < fl(P (1 - 2^-51)) puts a / d below rtol (1 - 2^-52 + 2^-104),
+ * whose rounding is at most rtol: it passes. Only a vector holding an
+ * element between the two that is over atol divides. The bounds need
+ * rtol d normal: d is at least 2^-149 and below 2^128, so rtol in
+ * [2^-800, 2^800] (or 0, where P = 0 and the tests are exact); any other
+ * rtol divides every vector. */
 TARGET void cmp_avx2_count_failures(const cmp_params *p, const float *r, const float *t,
                                     int m16, int64_t base, cmp_acc *acc)
 {
     const __m256d atol = _mm256_set1_pd(p->atol), rtol = _mm256_set1_pd(p->rtol);
+    const __m256d up = _mm256_set1_pd(1.0 + 0x1p-51), down = _mm256_set1_pd(1.0 - 0x1p-51);
+    const __m256d eps = _mm256_set1_pd(LD_COMPARE_REL_EPSILON);
+    const bool screen =
+        p->rtol == 0.0 || (p->rtol >= 0x1p-800 && p->rtol <= 0x1p800); /* NaN: divides */
     for (int i = 0; i < m16; i += 4) {
         __m256d rd = _mm256_cvtps_pd(_mm_loadu_ps(r + i));
         __m256d td = _mm256_cvtps_pd(_mm_loadu_ps(t + i));
         __m256d a = abs_pd(_mm256_sub_pd(td, rd)), ar = abs_pd(rd);
         __m256d fail;
-        if (p->mode == LD_TOL_ALLCLOSE) /* no fused multiply-add: as the portable code */
+        if (p->mode == LD_TOL_ALLCLOSE) { /* no fused multiply-add: as the portable code */
             fail = _mm256_cmp_pd(a, _mm256_add_pd(atol, _mm256_mul_pd(rtol, ar)), _CMP_NLE_UQ);
-        else
-            fail = _mm256_and_pd(_mm256_cmp_pd(a, atol, _CMP_GT_OQ),
-                                 _mm256_cmp_pd(rel_error(a, ar), rtol, _CMP_GT_OQ));
+        } else {
+            __m256d over_atol = _mm256_cmp_pd(a, atol, _CMP_GT_OQ), over_rtol;
+            if (screen) {
+                __m256d d = _mm256_blendv_pd(ar, eps, _mm256_cmp_pd(ar, _mm256_setzero_pd(),
+                                                                    _CMP_EQ_OQ));
+                __m256d bound = _mm256_mul_pd(rtol, d);
+                over_rtol = _mm256_cmp_pd(a, _mm256_mul_pd(bound, up), _CMP_GT_OQ);
+                __m256d under = _mm256_cmp_pd(a, _mm256_mul_pd(bound, down), _CMP_LT_OQ);
+                unsigned unsure = (unsigned)_mm256_movemask_pd(over_atol) &
+                                  ~(unsigned)_mm256_movemask_pd(_mm256_or_pd(over_rtol, under));
+                if (unsure)
+                    over_rtol = _mm256_cmp_pd(_mm256_div_pd(a, d), rtol, _CMP_GT_OQ);
+            } else {
+                over_rtol = _mm256_cmp_pd(rel_error(a, ar), rtol, _CMP_GT_OQ);
+            }
+            fail = _mm256_and_pd(over_atol, over_rtol);
+        }
         unsigned bits = (unsigned)_mm256_movemask_pd(fail);
         if (bits) {
             if (acc->first_fail < 0)

@@ -284,6 +284,66 @@ static void test_screen_edges(void **state)
     cmpt_each_kernel(screen_edges_body);
 }
 
+/* The exact recount's rel half at its edge (metrics_fast_avx2_exact.c,
+ * cmp_avx2_count_failures decides fl(|t - r| / |r|) > rtol by products and
+ * divides only near the edge): rtol set to the double quotient of one pair,
+ * or the double on either side of it, so that pair sits on or one step
+ * from the edge; a few other lanes (each vector position) hold the same
+ * pair, the rest pairs far from it, with r = 0 (the epsilon) in some
+ * trials. atol 0, and atol just under |t - r|. Every kernel against the
+ * portable judgement, count and first failing index. */
+static void rel_edges_body(void)
+{
+    if (!cmp_fast_available())
+        return;
+    for (int trial = 0; trial < 600; trial++) {
+        int m = 16 + 8 * (trial % 4);
+        cmp_params p = fp16_params(LD_TOL_POLYGRAPHY, 0.0, false);
+        for (int i = 0; i < m; i++) {
+            r_f[i] = (float)((urand() + 0.5) * (rnd() % 2 ? 1 : -1) * ldexp(1.0, (int)(rnd() % 40) - 20));
+            t_f[i] = r_f[i] * (float)(1.0 + (urand() - 0.5) * 1e-2);
+        }
+        int at = (int)(rnd() % (unsigned)m);
+        if (trial % 5 == 0)
+            r_f[at] = 0.0f; /* the quotient is |t| / epsilon */
+        if (t_f[at] == r_f[at])
+            t_f[at] = nextafterf(r_f[at], INFINITY);
+        for (int k = at % 4; k < m; k += 7) /* the same pair in other lanes */
+            if (rnd() % 2) {
+                r_f[k] = r_f[at];
+                t_f[k] = t_f[at];
+            }
+        double a = fabs((double)t_f[at] - (double)r_f[at]);
+        double d = r_f[at] == 0.0f ? LD_COMPARE_REL_EPSILON : fabs((double)r_f[at]);
+        double q = a / d;
+        int side = trial % 3;
+        p.rtol = side == 0 ? q : side == 1 ? nextafter(q, 0.0) : nextafter(q, INFINITY);
+        if (trial % 7 == 3)
+            p.atol = nextafter(a, 0.0);
+        for (int i = 0; i < m; i++) {
+            r_d[i] = r_f[i];
+            t_d[i] = t_f[i];
+        }
+        cmp_acc fast, port;
+        cmp_acc_init(&fast);
+        cmp_acc_init(&port);
+        double *out[CMP_MEASURES] = {fast_e[0], fast_e[1], fast_e[2]};
+        cmp_block_float_fast(&p, r_f, t_f, m, 0, &fast, out, NULL, NULL);
+        cmp_block_double(&p, r_d, t_d, NULL, m, 0, &port, port_e[0], port_e[1], port_e[2]);
+        if (fast.n_fail != port.n_fail || fast.first_fail != port.first_fail)
+            fail_msg("%s: trial %d, r %a, t %a, rtol %a: %lld failing (first %lld), want %lld "
+                     "(first %lld)", cmpt_kernel_name(), trial, (double)r_f[at], (double)t_f[at],
+                     p.rtol, (long long)fast.n_fail, (long long)fast.first_fail,
+                     (long long)port.n_fail, (long long)port.first_fail);
+    }
+}
+
+static void test_rel_edges(void **state)
+{
+    (void)state;
+    cmpt_each_kernel(rel_edges_body);
+}
+
 /* The Polygraphy screen's atol half (af > ta, which the AVX2 kernel tests
  * as af >= the float above ta, in one compare with the rtol half): rtol 0,
  * so that an element fails exactly when |t - r| > atol, and |t - r| one,
@@ -607,6 +667,7 @@ int main(void)
         cmocka_unit_test(test_zero_chunks),
         cmocka_unit_test(test_screen_edges),
         cmocka_unit_test(test_screen_atol_edges),
+        cmocka_unit_test(test_rel_edges),
         cmocka_unit_test(test_small_chunks),
         cmocka_unit_test(test_specials_refused),
         cmocka_unit_test(test_feed_keeps_exactly),
