@@ -305,49 +305,54 @@ static uint64_t next_random(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-/* Element i of a float32/float16/bfloat16 tensor as float32. */
-static inline float float_at(const ld_tensor *t, int64_t i)
-{
-    if (t->dtype == LD_DTYPE_FLOAT32)
-        return ((const float *)t->data)[i];
-    if (t->dtype == LD_DTYPE_FLOAT16)
-        return ld_fp16_to_fp32(((const ld_fp16 *)t->data)[i]);
-    return ld_bf16_to_fp32(((const ld_bf16 *)t->data)[i]);
-}
-
-/* Elements pos[0, m) of both tensors as float32 (fast path only). The
+/* Elements pos[0, m) of t as float32 into out (m <= CMP_BLOCK). The
  * positions are scattered, each a cache miss: the loads are announced well
- * ahead so that many are under way at once. */
-static void gather_pairs(const ld_tensor *ref, const ld_tensor *test, const int64_t *pos, int m,
-                         float *r, float *t)
+ * ahead so that many are under way at once. float16 and bfloat16 elements
+ * are gathered as bits and widened together by the vector converter (an
+ * emulated run's test tensors are float16: one call per element was a
+ * fifth of sampling a large tensor). */
+static void gather_floats(const ld_tensor *t, const int64_t *pos, int m, float *out)
 {
     enum { AHEAD = 96 };
-    size_t rs = ld_dtype_size(ref->dtype), ts = ld_dtype_size(test->dtype);
-    const char *rp = ref->data, *tp = test->data;
-    for (int i = 0; i < m && i < AHEAD; i++) {
-        __builtin_prefetch(rp + (size_t)pos[i] * rs, 0, 1);
-        __builtin_prefetch(tp + (size_t)pos[i] * ts, 0, 1);
-    }
-    if (ref->dtype == LD_DTYPE_FLOAT32 && test->dtype == LD_DTYPE_FLOAT32) {
-        const float *rv = ref->data, *tv = test->data;
+    size_t size = ld_dtype_size(t->dtype);
+    const char *base = t->data;
+    for (int i = 0; i < m && i < AHEAD; i++)
+        __builtin_prefetch(base + (size_t)pos[i] * size, 0, 1);
+    if (t->dtype == LD_DTYPE_FLOAT32) {
+        const float *v = t->data;
         for (int i = 0; i < m; i++) {
-            if (i + AHEAD < m) {
-                __builtin_prefetch(rv + pos[i + AHEAD], 0, 1);
-                __builtin_prefetch(tv + pos[i + AHEAD], 0, 1);
-            }
-            r[i] = rv[pos[i]];
-            t[i] = tv[pos[i]];
+            if (i + AHEAD < m)
+                __builtin_prefetch(v + pos[i + AHEAD], 0, 1);
+            out[i] = v[pos[i]];
         }
         return;
     }
-    for (int i = 0; i < m; i++) {
-        if (i + AHEAD < m) {
-            __builtin_prefetch(rp + (size_t)pos[i + AHEAD] * rs, 0, 1);
-            __builtin_prefetch(tp + (size_t)pos[i + AHEAD] * ts, 0, 1);
+    if (t->dtype == LD_DTYPE_FLOAT16) {
+        ld_fp16 h[CMP_BLOCK];
+        const ld_fp16 *v = t->data;
+        for (int i = 0; i < m; i++) {
+            if (i + AHEAD < m)
+                __builtin_prefetch(v + pos[i + AHEAD], 0, 1);
+            h[i] = v[pos[i]];
         }
-        r[i] = float_at(ref, pos[i]);
-        t[i] = float_at(test, pos[i]);
+        ld_convert_fp16_to_fp32(h, out, (size_t)m);
+        return;
     }
+    ld_bf16 b[CMP_BLOCK]; /* bfloat16: float_as_fp32 lets nothing else in */
+    const ld_bf16 *v = t->data;
+    for (int i = 0; i < m; i++) {
+        if (i + AHEAD < m)
+            __builtin_prefetch(v + pos[i + AHEAD], 0, 1);
+        b[i] = v[pos[i]];
+    }
+    ld_convert_bf16_to_fp32(b, out, (size_t)m);
+}
+
+static void gather_pairs(const ld_tensor *ref, const ld_tensor *test, const int64_t *pos, int m,
+                         float *r, float *t)
+{
+    gather_floats(ref, pos, m, r);
+    gather_floats(test, pos, m, t);
 }
 
 /* How many elements to sample: more narrows the intervals (fewer errors

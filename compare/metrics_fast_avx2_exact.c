@@ -78,6 +78,9 @@ TARGET void cmp_avx2_count_failures(const cmp_params *p, const float *r, const f
     const __m256d eps = _mm256_set1_pd(LD_COMPARE_REL_EPSILON);
     const bool screen =
         p->rtol == 0.0 || (p->rtol >= 0x1p-800 && p->rtol <= 0x1p800); /* NaN: divides */
+    /* in registers: acc in memory would make each vector wait for the last one's
+       store (the compiler cannot tell it from r and t) */
+    int64_t n_fail = 0, first_fail = acc->first_fail;
     for (int i = 0; i < m16; i += 4) {
         __m256d rd = _mm256_cvtps_pd(_mm_loadu_ps(r + i));
         __m256d td = _mm256_cvtps_pd(_mm_loadu_ps(t + i));
@@ -103,12 +106,12 @@ TARGET void cmp_avx2_count_failures(const cmp_params *p, const float *r, const f
             fail = _mm256_and_pd(over_atol, over_rtol);
         }
         unsigned bits = (unsigned)_mm256_movemask_pd(fail);
-        if (bits) {
-            if (acc->first_fail < 0)
-                acc->first_fail = base + i + __builtin_ctz(bits);
-            acc->n_fail += __builtin_popcount(bits);
-        }
+        n_fail += __builtin_popcount(bits); /* no branch: failures fall at random */
+        if (first_fail < 0 && bits)
+            first_fail = base + i + __builtin_ctz(bits);
     }
+    acc->n_fail += n_fail;
+    acc->first_fail = first_fail;
 }
 
 /* The first index in the block whose error of measure k is x (the block's
