@@ -524,6 +524,9 @@ static ld_status run_model(const char *model_path, ld_error *err)
         st = check_compare_usage(n_backends, err);
     if (st == LD_OK && comparing(n_backends))
         st = ld_cli_compare_setup(CMD, &cmp_flags, &cmp_opts, &summary_opts, err);
+    /* as many as the kernels: the isolated pairs compared beside the accumulated ones */
+    cmp_opts.threads = opt.in.threads > 0 ? (int)opt.in.threads
+                                          : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (st == LD_OK && comparing(n_backends) && cmp_flags.report_json &&
         strcmp(cmp_flags.report_json, "-") == 0)
         stdout_to_stderr();

@@ -13,11 +13,13 @@
 
 #include "compare/clip_crossing.h"
 #include "compare/divergence.h"
+#include "compare/metrics_internal.h"
 #include "layerdiff/compare.h"
 
 struct ld_compare_session {
     ld_compare_options opts;     /* copy; opts.tol's override arrays are borrowed */
     ld_compare_scratch *scratch;
+    ld_compare_scratch *scratch_isolated; /* with opts.threads > 1: the isolated pairs' */
     ld_compare_record *records;
     int n, cap;
     int *slots;                  /* hash table of record indices, -1 = empty */
@@ -140,20 +142,50 @@ static ld_status record_names(ld_compare_session *s, ld_compare_record *r,
     return LD_OK;
 }
 
+/* The record's metrics, and its Clip crossings. The accumulated and the
+ * isolated pair are independent: a comparing run's comparisons take most of
+ * its time on one thread while its kernels use every CPU, so with threads
+ * they run at once (a second scratch), bit for bit as one after the other. */
 static ld_status record_metrics(ld_compare_session *s, ld_compare_record *r,
                                 const ld_compare_item *item, ld_error *err)
 {
     r->tol = ld_tolerance_for(&s->opts.tol, item->name, item->precision);
-    ld_status st = ld_compare_tensors(item->ref, item->test, item->precision, &r->tol,
-                                      s->scratch, item->name, &r->metrics, err);
-    if (st != LD_OK || !item->isolated)
-        return st;
-    r->has_isolated = true;
-    st = ld_compare_tensors(item->ref, item->isolated, item->precision, &r->tol, s->scratch,
-                            item->name, &r->isolated, err);
+    r->has_isolated = item->isolated != NULL;
+    bool op_clip = ld_clip_crossing_applies(r->op_type);
+    ld_status st = LD_OK, st_isolated = LD_OK;
+    ld_error err_isolated;
+    ld_error_clear(&err_isolated);
+    if (item->isolated && s->scratch_isolated) {
+#pragma omp parallel sections num_threads(2)
+        {
+#pragma omp section
+            {
+                st = ld_compare_tensors(item->ref, item->test, item->precision, &r->tol,
+                                        s->scratch, item->name, &r->metrics, err);
+                r->clip_crossings = op_clip ? ld_clip_crossings(item->ref, item->test) : -1;
+            }
+#pragma omp section
+            st_isolated = ld_compare_tensors(item->ref, item->isolated, item->precision,
+                                             &r->tol, s->scratch_isolated, item->name,
+                                             &r->isolated, &err_isolated);
+        }
+    } else {
+        st = ld_compare_tensors(item->ref, item->test, item->precision, &r->tol, s->scratch,
+                                item->name, &r->metrics, err);
+        r->clip_crossings = op_clip ? ld_clip_crossings(item->ref, item->test) : -1;
+        if (st == LD_OK && item->isolated)
+            st_isolated = ld_compare_tensors(item->ref, item->isolated, item->precision,
+                                             &r->tol, s->scratch, item->name, &r->isolated,
+                                             &err_isolated);
+    }
     if (st != LD_OK)
+        return st;
+    if (st_isolated != LD_OK) {
+        if (err)
+            *err = err_isolated;
         ld_error_prefix(err, "isolated run");
-    return st;
+    }
+    return st_isolated;
 }
 
 /* --- order ------------------------------------------------------------------------------- */
@@ -208,7 +240,12 @@ ld_status ld_compare_session_create(ld_compare_session **out, const ld_compare_o
         s->opts.culprit_ulp = LD_DIVERGENCE_DEFAULT_CULPRIT_ULP;
     s->summary.first_divergent = -1;
     ld_status st = ld_compare_scratch_create(&s->scratch, err);
+    if (st == LD_OK && s->opts.threads > 1) {
+        st = ld_compare_scratch_create(&s->scratch_isolated, err);
+        (void)cmp_fast_available(); /* its CPU check, before any thread asks */
+    }
     if (st != LD_OK) {
+        ld_compare_scratch_destroy(s->scratch);
         free(s);
         return st;
     }
@@ -227,6 +264,7 @@ void ld_compare_session_destroy(ld_compare_session *s)
     free(s->origins);
     free(s->culprits);
     ld_compare_scratch_destroy(s->scratch);
+    ld_compare_scratch_destroy(s->scratch_isolated);
     free(s);
 }
 
@@ -259,8 +297,6 @@ ld_status ld_compare_session_add(ld_compare_session *s, const ld_compare_item *i
         record_free(r);
         return st;
     }
-    r->clip_crossings = ld_clip_crossing_applies(r->op_type)
-                            ? ld_clip_crossings(item->ref, item->test) : -1;
     s->slots[find_slot(s, r->name)] = s->n;
     s->n++;
     if (item->topo_index >= 0) {

@@ -10,11 +10,13 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compare/divergence.h"
 #include "layerdiff/compare.h"
+#include "layerdiff/round.h"
 
 #define N 4
 
@@ -303,12 +305,12 @@ static void test_order_and_duplicates(void **state)
     ld_compare_session_destroy(s);
 }
 
-static void test_shape_mismatch_names_tensor(void **state)
+static void shape_mismatch_body(int threads)
 {
-    (void)state;
     ld_error err;
     ld_compare_session *s = NULL;
-    assert_int_equal(ld_compare_session_create(&s, NULL, &err), LD_OK);
+    ld_compare_options o = {.threads = threads};
+    assert_int_equal(ld_compare_session_create(&s, &o, &err), LD_OK);
     ld_tensor *r = shifted("r", 0), *t = NULL;
     ld_shape other = {.rank = 2, .dims = {2, 2}};
     assert_int_equal(ld_tensor_create(&t, "t", LD_DTYPE_FLOAT32, &other, &err), LD_OK);
@@ -326,6 +328,114 @@ static void test_shape_mismatch_names_tensor(void **state)
     ld_tensor_destroy(r);
     ld_tensor_destroy(t);
     ld_compare_session_destroy(s);
+}
+
+/* The isolated pair's error keeps its prefix when it is compared on a
+ * thread of its own. */
+static void test_shape_mismatch_names_tensor(void **state)
+{
+    (void)state;
+    shape_mismatch_body(1);
+    shape_mismatch_body(2);
+}
+
+static bool same_bits(double a, double b)
+{
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+static void assert_same_stats(const char *what, const ld_error_stats *a, const ld_error_stats *b)
+{
+    if (!same_bits(a->max, b->max) || !same_bits(a->mean, b->mean) ||
+        !same_bits(a->median, b->median) || !same_bits(a->p90, b->p90) ||
+        !same_bits(a->p95, b->p95) || !same_bits(a->p99, b->p99) ||
+        !same_bits(a->quantile, b->quantile) || a->max_index != b->max_index)
+        fail_msg("%s: max %a/%a mean %a/%a median %a/%a p99 %a/%a", what, a->max, b->max,
+                 a->mean, b->mean, a->median, b->median, a->p99, b->p99);
+}
+
+static void assert_same_metrics(const char *what, const ld_tensor_metrics *a,
+                                const ld_tensor_metrics *b)
+{
+    assert_same_stats(what, &a->abs, &b->abs);
+    assert_same_stats(what, &a->rel, &b->rel);
+    assert_same_stats(what, &a->ulp, &b->ulp);
+    if (a->n != b->n || !same_bits(a->cosine, b->cosine) || !same_bits(a->snr_db, b->snr_db) ||
+        !same_bits(a->l2_rel, b->l2_rel) || a->n_fail != b->n_fail ||
+        a->first_fail_index != b->first_fail_index || a->pass != b->pass ||
+        a->underflow_zero != b->underflow_zero || a->would_overflow != b->would_overflow ||
+        !same_bits(a->test.std, b->test.std) || !same_bits(a->ref.mean, b->ref.mean))
+        fail_msg("%s: cosine %a/%a snr %a/%a failing %lld/%lld", what, a->cosine, b->cosine,
+                 a->snr_db, b->snr_db, (long long)a->n_fail, (long long)b->n_fail);
+}
+
+/* A session with two threads (the isolated pairs compared beside the
+ * accumulated ones, on a scratch of their own) records what one thread
+ * records, bit for bit: float16 and float32 test tensors, small ones (every
+ * error kept) and large ones (sampled intervals), Clip outputs among them. */
+static void test_threads_same_records(void **state)
+{
+    (void)state;
+    enum { LAYERS = 6 };
+    const int64_t sizes[LAYERS] = {5, 4099, 70000, 200001, 1, 150000};
+    ld_compare_session *s[2] = {NULL, NULL};
+    ld_error err;
+    for (int v = 0; v < 2; v++) {
+        ld_compare_options o = {.threads = v ? 2 : 1};
+        assert_int_equal(ld_compare_session_create(&s[v], &o, &err), LD_OK);
+    }
+    uint64_t seed = 99;
+    for (int l = 0; l < LAYERS; l++) {
+        int64_t n = sizes[l];
+        ld_shape shape = {.rank = 1, .dims = {n}};
+        ld_dtype test_type = l % 2 ? LD_DTYPE_FLOAT16 : LD_DTYPE_FLOAT32;
+        ld_tensor *r = NULL, *t = NULL, *iso = NULL;
+        assert_int_equal(ld_tensor_create(&r, "r", LD_DTYPE_FLOAT32, &shape, &err), LD_OK);
+        assert_int_equal(ld_tensor_create(&t, "t", test_type, &shape, &err), LD_OK);
+        assert_int_equal(ld_tensor_create(&iso, "i", test_type, &shape, &err), LD_OK);
+        for (int64_t i = 0; i < n; i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            float x = (float)((double)(seed >> 11) * 0x1p-53 * 10.0 - 2.0);
+            x = l == 2 ? (x < 0 ? 0 : x > 6 ? 6 : x) : x; /* a Clip's output */
+            float e1 = x * (float)((double)(seed >> 40 & 1023) * 1e-6), e2 = e1 * 0.25f;
+            if (l == 2) { /* the test runs' Clip clamps too: crossings near 6 */
+                e1 = x + e1 > 6 ? 6 - x : e1;
+                e2 = x + e2 > 6 ? 6 - x : e2;
+            }
+            ((float *)r->data)[i] = x;
+            if (test_type == LD_DTYPE_FLOAT16) {
+                ((ld_fp16 *)t->data)[i] = ld_fp32_to_fp16(x + e1);
+                ((ld_fp16 *)iso->data)[i] = ld_fp32_to_fp16(x + e2);
+            } else {
+                ((float *)t->data)[i] = x + e1;
+                ((float *)iso->data)[i] = x + e2;
+            }
+        }
+        char name[32];
+        snprintf(name, sizeof name, "layer%d", l);
+        ld_compare_item item = {.name = name, .node = name, .op_type = l == 2 ? "Clip" : "Op",
+                                .topo_index = l, .precision = LD_PRECISION_FP16,
+                                .ref = r, .test = t, .isolated = iso};
+        for (int v = 0; v < 2; v++)
+            assert_int_equal(ld_compare_session_add(s[v], &item, &err), LD_OK);
+        ld_tensor_destroy(r);
+        ld_tensor_destroy(t);
+        ld_tensor_destroy(iso);
+    }
+    for (int v = 0; v < 2; v++)
+        assert_int_equal(ld_compare_session_finish(s[v], &err), LD_OK);
+    for (int l = 0; l < LAYERS; l++) {
+        const ld_compare_record *a = ld_compare_session_record(s[0], l);
+        const ld_compare_record *b = ld_compare_session_record(s[1], l);
+        assert_true(a->has_isolated && b->has_isolated);
+        assert_same_metrics(a->name, &a->metrics, &b->metrics);
+        assert_same_metrics(a->name, &a->isolated, &b->isolated);
+        assert_int_equal(a->clip_crossings, b->clip_crossings);
+        assert_int_equal(a->clip_crossings, l == 2 ? a->clip_crossings : -1);
+    }
+    assert_true(ld_compare_session_record(s[0], 2)->clip_crossings > 0);
+    ld_compare_session_destroy(s[0]);
+    ld_compare_session_destroy(s[1]);
 }
 
 static void test_empty_session(void **state)
@@ -458,6 +568,7 @@ int main(void)
         cmocka_unit_test(test_counters_and_tolerance),
         cmocka_unit_test(test_order_and_duplicates),
         cmocka_unit_test(test_shape_mismatch_names_tensor),
+        cmocka_unit_test(test_threads_same_records),
         cmocka_unit_test(test_empty_session),
         cmocka_unit_test(test_many_records),
         cmocka_unit_test(test_rate_special_values),

@@ -232,6 +232,10 @@ typedef struct ld_compare_options {
        (ld_compare_record.isolated_scaled_ulp) exceeds this (default 8 when 0) or its
        isolated output overflowed (would_overflow or nonfinite_test_only > 0). */
     double culprit_ulp;
+    /* Threads a session may use (0 or 1: the caller's only). With 2 or more, a record's
+       accumulated and isolated pairs are compared at once, each on its own scratch: the
+       same code on the same data, so the same values either way. */
+    int threads;
 } ld_compare_options;
 
 typedef struct ld_compare_summary {
