@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/compare_options.h"
@@ -524,6 +525,8 @@ static ld_status compare_run(int argc, char **argv, ld_error *err)
     st = open_sides(&j, args.n_positional, args.positional, err);
     if (st == LD_OK) {
         j.isolated = find_isolated(&j.ref, &j.test);
+        /* every CPU: the isolated pairs compared beside the accumulated ones */
+        copts.threads = j.isolated >= 0 ? (int)sysconf(_SC_NPROCESSORS_ONLN) : 1;
         st = run_job(&j, &copts, &sopts, argc, argv, err);
     }
     ld_compare_session_destroy(j.session);

@@ -150,7 +150,8 @@ static int run_top_level(int argc, char **argv)
 static bool runs_kernels(const char *subcommand)
 {
     return strcmp(subcommand, "run") == 0 || strcmp(subcommand, "conformance") == 0 ||
-           strcmp(subcommand, "bisect") == 0 || strcmp(subcommand, "reduce") == 0;
+           strcmp(subcommand, "bisect") == 0 || strcmp(subcommand, "reduce") == 0 ||
+           strcmp(subcommand, "compare") == 0; /* compares isolated pairs on a thread */
 }
 
 static void set_omp_wait_policy(int argc, char **argv)
