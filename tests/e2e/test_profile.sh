@@ -151,6 +151,14 @@ expect_exit 0
 expect_stdout_contains "reference  8 layer outputs"
 expect_stderr_contains "GOMP_SPINCOUNT = '1000'"
 
+case_begin "layerdiff compare does too (it compares isolated pairs on a second thread)"
+run "$LAYERDIFF" run "$FX/cnn.onnx" --dump "$WORK/spin.h5"
+expect_exit 0
+run env -u GOMP_SPINCOUNT -u OMP_WAIT_POLICY OMP_DISPLAY_ENV=verbose "$LAYERDIFF" compare \
+  "$WORK/spin.h5"
+expect_exit 0
+expect_stderr_contains "GOMP_SPINCOUNT = '1000'"
+
 case_begin "a policy the user set is kept (OMP_WAIT_POLICY or GOMP_SPINCOUNT)"
 run env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=verbose "$LAYERDIFF" run --backends reference \
   "$FX/cnn.onnx"
