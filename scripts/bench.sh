@@ -280,7 +280,7 @@ if [ -x "$LOOP" ]; then
     for ((r = 1; r <= 3; r++)); do
       base=$WORK/live.$name.$r
       # shellcheck disable=SC2086 # extra holds whole options
-      live_run "$base.plain.json" "$model" $extra
+      live_run "$base.plain.json" "$model" $extra --report-json "$base.report.json"
       sync
       # shellcheck disable=SC2086
       live_run "$base.dump.json" "$model" $extra --dump "$DUMPDIR/live.h5"
@@ -296,8 +296,8 @@ EOF
       rm -f "$DUMPDIR/live.h5"
       sync
       "$LOOP" "$WORK/live.$name.sizes" "$DUMPDIR/loop.h5" --trials 1 >"$base.loop.json"
-      printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$r" "$base.plain.json" "$base.dump.json" \
-        "$base.loop.json" >>"$LIVE_MANIFEST"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$r" "$base.plain.json" "$base.dump.json" \
+        "$base.loop.json" "$base.report.json" >>"$LIVE_MANIFEST"
     done
   done
   [ -n "$LIVE_SHM" ] && rm -rf "$LIVE_SHM"

@@ -22,7 +22,15 @@ allocation and copy); the loop copies from its one cache-hot buffer, the run
 from tensors just produced, so the same writes replayed outside a run score
 about 1.0 there while the run scores less (docs/dump-format.md, "Writing").
 The loop is left as it is: it is the least a program can do, not a copy of
-the dump's storage settings."""
+the dump's storage settings.
+
+Also, for information (no goal): the comparisons of the run without --dump,
+from its JSON report: the float32 pairs the session compared (every record's
+accumulated and isolated pair; a float16 side counts as a float32 one) over
+the report's compare_seconds, as GB/s of pair bytes (8 a pair, as
+bench/compare_throughput counts them). These are the run's own tensors (fp16
+errors of a whole network, failing elements, Clip outputs, small layers),
+not the bench's one large tensor against its own rounding."""
 import json
 import os
 import statistics
@@ -56,6 +64,14 @@ def _case(reps):
         loop_s.append(loop["loop_seconds"])
         ratios.append(loop["loop_seconds"] / d if d > 0 else None)
     run_s = [sum(b["run_seconds"] for b in _load(r["plain"])["backends"]) for r in reps]
+    pairs, cmp_s = None, []
+    for r in reps:
+        if not r.get("report") or not os.path.exists(r["report"]):
+            continue
+        rep = _load(r["report"])
+        pairs = sum(x["metrics"]["n"] + (x["isolated"]["n"] if x.get("isolated") else 0)
+                    for x in rep["records"] if x.get("is_float"))
+        cmp_s.append(((rep.get("context") or {}).get("timing") or {}).get("compare_seconds"))
     out = {
         "reps": len(reps),
         "dump_bytes": nbytes,
@@ -67,6 +83,10 @@ def _case(reps):
         "write_ratio": _median(ratios),
         "write_ratios": [round(x, 3) if x is not None else None for x in ratios],
         "run_seconds_without_dump": _median(run_s),
+        "compared_pairs": pairs,
+        "compare_seconds": _median(cmp_s),
+        "compare_gbs": (8.0 * pairs / _median(cmp_s) / 1e9
+                        if pairs and _median(cmp_s) else None),
     }
     return out
 
@@ -83,8 +103,10 @@ def report(path):
         return None, goals_missing
     cases = {}
     for line in open(path):
-        name, rep, plain, dump, loop = line.rstrip("\n").split("\t")[:5]
-        cases.setdefault(name, []).append({"rep": rep, "plain": plain, "dump": dump, "loop": loop})
+        cols = line.rstrip("\n").split("\t")
+        name, rep, plain, dump, loop = cols[:5]
+        cases.setdefault(name, []).append({"rep": rep, "plain": plain, "dump": dump, "loop": loop,
+                                           "report": cols[5] if len(cols) > 5 else None})
     if not cases:
         return None, goals_missing
     figures = {name: _case(reps) for name, reps in cases.items()}
@@ -99,6 +121,11 @@ def report(path):
             name, rss["without_dump"] / 2**20, rss["with_dump"] / 2**20, f["rss_ratio"],
             f["dump_bytes"] / 2**20, f["dump_write_seconds"], f["plain_loop_seconds"],
             f["write_ratio"] or 0.0))
+    print("  comparisons in the run without --dump (its report; no goal):")
+    for name, f in figures.items():
+        if f["compare_gbs"]:
+            print("  %-10s %7.1fM float32 pairs in %6.3f s: %5.2f GB/s of pair bytes" % (
+                name, f["compared_pairs"] / 1e6, f["compare_seconds"], f["compare_gbs"]))
     judge = GOAL_CASE if GOAL_CASE in figures else next(iter(figures))
     w = figures[judge]
     goals = [{

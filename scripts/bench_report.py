@@ -257,6 +257,13 @@ def main():
     goals += compare_goal
     live, live_goals = bench_live.report(a.live_compare)
     goals += live_goals
+    if live and compare_tp and compare_tp.get("memcpy_gbs"):
+        for name, f in live.items(): # the run's own tensors against the bench's memcpy
+            if f.get("compare_gbs"):
+                f["compare_over_memcpy"] = f["compare_gbs"] / compare_tp["memcpy_gbs"]
+                print("  %-10s comparisons at %.3f of memcpy (%.2f GB/s; the bench's tensor: "
+                      "%.3f)" % (name, f["compare_over_memcpy"], compare_tp["memcpy_gbs"],
+                                 compare_tp["ratio"]))
     bisect = bench_bisect.report(a.bisect)
     print()
     for g in goals:
