@@ -74,6 +74,11 @@ static void test_select_against_qsort(void **state)
             if (out[i] != sorted[ranks[i]])
                 fail_msg("trial %d kind %d m %lld rank %lld: %g, expected %g", trial, kind,
                          (long long)m, (long long)ranks[i], out[i], sorted[ranks[i]]);
+        /* v reordered, not changed: qsel_plan reads its sample again */
+        qsort(v, (size_t)m, sizeof *v, cmp_double);
+        if (memcmp(v, sorted, (size_t)m * sizeof *v) != 0)
+            fail_msg("trial %d kind %d m %lld: the values were changed", trial, kind,
+                     (long long)m);
         free(v);
         free(sorted);
     }
