@@ -322,26 +322,53 @@ static int64_t count_in(const double *v, int64_t len, double lo, double hi, int6
     return qsel_count_in_avx2(v, len, lo, hi, below);
 }
 
-/* Pivots around rank j of v[0, len) from a sample: both are elements of v,
- * and rank j lies between them unless the sample was unlucky. */
-static void pivots(const double *v, int64_t len, int64_t j, double *lo, double *hi)
+/* Pivots around ranks j[0, k) of v[0, len) from one sample: lo[t] and
+ * hi[t] are elements of v, and rank j[t] lies between them unless the
+ * sample was unlucky. One selection of all 2k sample ranks: select_many's
+ * ranks share the sample (its places depend on len only). */
+static void pivots_many(const double *v, int64_t len, const int64_t *j, int k, double *lo,
+                        double *hi)
 {
     double sample[FR_SAMPLE];
     for (int i = 0; i < FR_SAMPLE; i++)
         sample[i] = v[(int64_t)((double)i * (double)len / FR_SAMPLE)];
-    double f = ((double)j + 0.5) / (double)len, at = f * FR_SAMPLE;
-    double spread = qsel_pivot_sigmas * sqrt(FR_SAMPLE * f * (1.0 - f)) + 2.0;
-    if (qsel_pivot_sigmas < 0) { /* tests: a bracket far from the rank, to miss it */
-        at = (f < 0.5 ? 0.9 : 0.1) * FR_SAMPLE;
-        spread = 2.0;
+    int64_t ranks[2 * QSEL_MAX_RANKS] = {0};
+    int slot[2 * QSEL_MAX_RANKS] = {0};
+    for (int t = 0; t < k; t++) {
+        double f = ((double)j[t] + 0.5) / (double)len, at = f * FR_SAMPLE;
+        double spread = qsel_pivot_sigmas * sqrt(FR_SAMPLE * f * (1.0 - f)) + 2.0;
+        if (qsel_pivot_sigmas < 0) { /* tests: a bracket far from the rank, to miss it */
+            at = (f < 0.5 ? 0.9 : 0.1) * FR_SAMPLE;
+            spread = 2.0;
+        }
+        double at_lo = floor(at - spread), at_hi = ceil(at + spread);
+        ranks[2 * t] = at_lo < 0 ? 0 : (int64_t)at_lo;
+        ranks[2 * t + 1] = at_hi > FR_SAMPLE - 1 ? FR_SAMPLE - 1 : (int64_t)at_hi;
+        slot[2 * t] = 2 * t;
+        slot[2 * t + 1] = 2 * t + 1;
     }
-    double at_lo = floor(at - spread), at_hi = ceil(at + spread);
-    int64_t ranks[2] = {at_lo < 0 ? 0 : (int64_t)at_lo,
-                        at_hi > FR_SAMPLE - 1 ? FR_SAMPLE - 1 : (int64_t)at_hi};
-    double piv[2];
-    qsel_select(sample, FR_SAMPLE, ranks, 2, piv);
-    *lo = piv[0];
-    *hi = piv[1];
+    for (int i = 1; i < 2 * k; i++) /* ascending for the selection */
+        for (int n = i; n > 0 && ranks[n] < ranks[n - 1]; n--) {
+            int64_t r = ranks[n];
+            ranks[n] = ranks[n - 1];
+            ranks[n - 1] = r;
+            int sl = slot[n];
+            slot[n] = slot[n - 1];
+            slot[n - 1] = sl;
+        }
+    double piv[2 * QSEL_MAX_RANKS];
+    qsel_select(sample, FR_SAMPLE, ranks, 2 * k, piv);
+    for (int i = 0; i < 2 * k; i++) {
+        if (slot[i] % 2)
+            hi[slot[i] / 2] = piv[i];
+        else
+            lo[slot[i] / 2] = piv[i];
+    }
+}
+
+static void pivots(const double *v, int64_t len, int64_t j, double *lo, double *hi)
+{
+    pivots_many(v, len, &j, 1, lo, hi);
 }
 
 /* The element of rank j (0-based, ascending) of v[0, len), v and tmp
@@ -479,8 +506,8 @@ static void select_many(const double *v, int64_t m, const int64_t *j, int k, dou
     double *dst[QSEL_MAX_RANKS], *start[QSEL_MAX_RANKS], *end[QSEL_MAX_RANKS];
     bool full[QSEL_MAX_RANKS] = {false};
     int64_t m8 = m & ~(int64_t)7;
+    pivots_many(v, m, j, k, lo, hi);
     for (int t = 0; t < k; t++) {
-        pivots(v, m, j[t], &lo[t], &hi[t]);
         start[t] = dst[t] = tmp + (int64_t)t * part;
         end[t] = start[t] + part;
     }
