@@ -27,6 +27,7 @@
 #include "backends/blas.h"
 #include "backends/kernels/conv_common.h"
 #include "backends/kernels/conv_direct.h"
+#include "backends/kernels/conv_pool.h"
 #include "backends/kernels/depthwise.h"
 #include "backends/kernels/kernels.h"
 
@@ -160,24 +161,41 @@ static void conv_output_shape(const conv_problem *p, ld_shape *out)
             }                                                                                  \
     }
 
+typedef struct {
+    const conv_problem *p;
+    const ld_conv_round *round;
+} depthwise_job;
+
 /* round: NULL, or the backend's output rounding (kernel.h round_block),
- * called on each plane as soon as it is computed, while it is in cache. */
+ * called on each plane as soon as it is computed, while it is in cache.
+ * Planes go through the claim pool (conv_pool.h: a helper the scheduler has
+ * not run yet delays nothing), one plane per claim. */
 #define DEFINE_DEPTHWISE(T, NAME, PLANE)                                                       \
-    static void NAME(const conv_problem *p, int threads, const ld_conv_round *round)           \
+    static void NAME##_planes(void *arg, int worker, int64_t pl0, int64_t pl1)                 \
     {                                                                                          \
+        (void)worker;                                                                          \
+        const depthwise_job *j = arg;                                                          \
+        const conv_problem *p = j->p;                                                          \
         const ld_window_geom *g = &p->g;                                                       \
         const T *x = p->x, *w = p->w, *b = p->b;                                               \
         T *y = p->y;                                                                           \
-        int64_t Mg = p->M / p->group, planes = p->N * p->M;                                    \
-        _Pragma("omp parallel for num_threads(threads) if (planes * g->out_size * g->k_size > (1 << 16)) schedule(dynamic, 1)") \
-        for (int64_t pl = 0; pl < planes; pl++) {                                              \
+        int64_t Mg = p->M / p->group;                                                          \
+        for (int64_t pl = pl0; pl < pl1; pl++) {                                               \
             int64_t n = pl / p->M, m = pl % p->M, c = m / Mg;                                  \
             PLANE(x + (n * p->C + c) * g->in_size, w + m * g->k_size, b ? b[m] : (T)0,         \
                   y + pl * g->out_size, g);                                                    \
-            if (round)                                                                         \
-                round->block(round->user, 0, (float *)(void *)(y + pl * g->out_size),          \
-                             g->out_size);                                                     \
+            if (j->round)                                                                      \
+                j->round->block(j->round->user, 0, (float *)(void *)(y + pl * g->out_size),    \
+                                g->out_size);                                                  \
         }                                                                                      \
+    }                                                                                          \
+    static void NAME(const conv_problem *p, int threads, const ld_conv_round *round)           \
+    {                                                                                          \
+        const ld_window_geom *g = &p->g;                                                       \
+        int64_t planes = p->N * p->M;                                                          \
+        depthwise_job job = {.p = p, .round = round};                                          \
+        bool parallel = planes * g->out_size * g->k_size > (1 << 16);                          \
+        ld_conv_pool_run(parallel ? threads : 1, planes, 1, NAME##_planes, &job);              \
     }
 
 DEFINE_DEPTHWISE_PLANE(float, depthwise_plane_f32)
