@@ -6,7 +6,12 @@
  * once (the second runs alone); and the convolutions that use the pool
  * (direct, pointwise, depthwise through their kernels) give the same bits
  * on 1, 2 and 3 threads (test_conv_fast.c and test_kernels_conv.c compare
- * 1 and 2 threads against their references). */
+ * 1 and 2 threads against their references). Also the direct kernel's
+ * packed-weight cache (ld_conv_direct_f32_cached): a second call with the
+ * same weights uses the cache (proved by changing the values behind the
+ * pointer, which the contract forbids, and getting the first result), and
+ * other weights, another tile variant or another level pack again: the
+ * bits of the uncached kernel every time. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -218,6 +223,138 @@ static void check_direct_threads(int64_t C, int64_t M, int64_t H, int64_t W, int
     free(b);
 }
 
+/* One geometry's buffers for the cache test. */
+typedef struct {
+    ld_window_geom g;
+    int64_t C, M;
+    float *x, *w, *w2, *b, *y, *want, *scratch;
+    size_t nx, nw, ny;
+} cache_case;
+
+static void fill(float *v, size_t n, uint32_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+}
+
+static bool cache_case_make(cache_case *c, int64_t C, int64_t M, int64_t H, int64_t W, int64_t k)
+{
+    memset(c, 0, sizeof *c);
+    c->g.nd = 2;
+    c->g.in[0] = H, c->g.in[1] = W;
+    c->g.k[0] = c->g.k[1] = k;
+    c->g.s[0] = c->g.s[1] = 1;
+    c->g.d[0] = c->g.d[1] = 1;
+    c->g.pb[0] = c->g.pb[1] = c->g.pe[0] = c->g.pe[1] = k / 2;
+    c->g.out[0] = H, c->g.out[1] = W;
+    ld_window_geom_finish(&c->g);
+    c->C = C, c->M = M;
+    if (!ld_conv_direct_preferred(&c->g, C, M))
+        return false;
+    c->nx = (size_t)(C * c->g.in_size), c->nw = (size_t)(M * C * c->g.k_size);
+    c->ny = (size_t)(M * c->g.out_size);
+    c->x = malloc(c->nx * sizeof(float));
+    c->w = malloc(c->nw * sizeof(float));
+    c->w2 = malloc(c->nw * sizeof(float));
+    c->b = malloc((size_t)M * sizeof(float));
+    c->y = malloc(c->ny * sizeof(float));
+    c->want = malloc(c->ny * sizeof(float));
+    c->scratch = malloc(ld_conv_direct_scratch_floats(&c->g, C, M, 2) * sizeof(float));
+    assert_true(c->x && c->w && c->w2 && c->b && c->y && c->want && c->scratch);
+    fill(c->x, c->nx, 1);
+    fill(c->w, c->nw, 2);
+    fill(c->w2, c->nw, 3);
+    fill(c->b, (size_t)M, 4);
+    return true;
+}
+
+static void cache_case_free(cache_case *c)
+{
+    free(c->x), free(c->w), free(c->w2), free(c->b), free(c->y), free(c->want);
+    free(c->scratch);
+}
+
+/* y = the cached call; want = the uncached one (on weights w). */
+static void cached_vs_plain(cache_case *c, const float *w, ld_conv_direct_pack *cache)
+{
+    ld_conv_direct_f32(c->x, w, c->b, c->want, c->C, c->M, &c->g, c->scratch, 2, NULL);
+    ld_conv_direct_f32_cached(c->x, w, c->b, c->y, c->C, c->M, &c->g, c->scratch, 2, NULL,
+                              cache);
+    assert_memory_equal(c->y, c->want, c->ny * sizeof(float));
+    assert_ptr_equal(cache->w, w);
+    assert_non_null(cache->data);
+}
+
+static void check_cache(int64_t C, int64_t M, int64_t H, int64_t W, int64_t k)
+{
+    cache_case c;
+    if (!cache_case_make(&c, C, M, H, W, k)) {
+        print_message("direct convolution not available here: skipped\n");
+        return;
+    }
+    ld_conv_direct_pack cache = {0};
+    cached_vs_plain(&c, c.w, &cache); /* packs */
+    const float *held = cache.data;
+    cached_vs_plain(&c, c.w, &cache); /* hits */
+    assert_ptr_equal(cache.data, held);
+    /* the values behind the pointer changed (forbidden): the cache still
+     * gives the first weights' result, so the call did not pack again */
+    float *first = malloc(c.ny * sizeof(float)), *saved = malloc(c.nw * sizeof(float));
+    assert_true(first && saved);
+    memcpy(first, c.y, c.ny * sizeof(float));
+    memcpy(saved, c.w, c.nw * sizeof(float));
+    memcpy(c.w, c.w2, c.nw * sizeof(float));
+    ld_conv_direct_f32_cached(c.x, c.w, c.b, c.y, C, M, &c.g, c.scratch, 2, NULL, &cache);
+    assert_memory_equal(c.y, first, c.ny * sizeof(float));
+    memcpy(c.w, saved, c.nw * sizeof(float));
+    /* other weights: packs again */
+    cached_vs_plain(&c, c.w2, &cache);
+    /* every tile variant (another MB), then back */
+    for (int v = 0; v < ld_conv_direct_variant_count(); v++) {
+        ld_conv_direct_force_variant(v);
+        cached_vs_plain(&c, c.w, &cache);
+    }
+    ld_conv_direct_force_variant(-1);
+    cached_vs_plain(&c, c.w, &cache);
+    ld_conv_direct_pack_clear(&cache);
+    assert_null(cache.data);
+    assert_null(cache.w);
+    free(first);
+    free(saved);
+    cache_case_free(&c);
+}
+
+static void test_pack_cache(void **state)
+{
+    (void)state;
+    for (int level = LD_CONV_DIRECT_AVX2; level <= LD_CONV_DIRECT_AVX512; level++) {
+        if (!ld_conv_direct_force_level((ld_conv_direct_level)level)) {
+            print_message("level %s not supported here: skipped\n",
+                          ld_conv_direct_level_name((ld_conv_direct_level)level));
+            continue;
+        }
+        check_cache(24, 20, 23, 37, 3); /* windowed */
+        check_cache(40, 36, 20, 21, 1); /* pointwise */
+    }
+    /* a cache filled at one level and used at another packs again */
+    if (ld_conv_direct_level_supported(LD_CONV_DIRECT_AVX512) &&
+        ld_conv_direct_level_supported(LD_CONV_DIRECT_AVX2)) {
+        cache_case c;
+        ld_conv_direct_force_level(LD_CONV_DIRECT_AVX512);
+        if (cache_case_make(&c, 24, 20, 23, 37, 3)) {
+            ld_conv_direct_pack cache = {0};
+            cached_vs_plain(&c, c.w, &cache);
+            ld_conv_direct_force_level(LD_CONV_DIRECT_AVX2);
+            cached_vs_plain(&c, c.w, &cache);
+            assert_int_equal(cache.level, LD_CONV_DIRECT_AVX2);
+            ld_conv_direct_pack_clear(&cache);
+            cache_case_free(&c);
+        }
+    }
+    ld_conv_direct_force_level(LD_CONV_DIRECT_AUTO);
+    ld_conv_direct_force_variant(-1);
+}
+
 static void test_pool_direct_threads(void **state)
 {
     (void)state;
@@ -243,6 +380,7 @@ int main(void)
         cmocka_unit_test(test_pool_helpers_share),
         cmocka_unit_test(test_pool_concurrent_callers),
         cmocka_unit_test(test_pool_direct_threads),
+        cmocka_unit_test(test_pack_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -262,6 +262,40 @@ static bool output_rounding(const ld_kernel_ctx *ctx, const conv_problem *p, boo
     return true;
 }
 
+/* Whether the weights W are a constant initializer's own tensor: the same
+ * values for as long as the graph (and so this kernel's state) lives. A
+ * user-fed input with a default initializer, a converted or a rounded copy
+ * (the emulated engine's) is another tensor and does not count. */
+static bool weights_constant(const ld_kernel_ctx *ctx)
+{
+    if (!ctx->graph || !ctx->node || ctx->node->n_inputs < 2 || ctx->n_inputs < 2 ||
+        !ctx->inputs || !ctx->inputs[1])
+        return false;
+    int v = ctx->node->inputs[1];
+    if (v < 0 || v >= ctx->graph->n_values)
+        return false;
+    const ld_value *val = &ctx->graph->values[v];
+    return val->kind == LD_VALUE_INITIALIZER && val->initializer == ctx->inputs[1];
+}
+
+/* The packed-weight cache of group gr (NULL: pack every call): one per
+ * group in the node's state, for constant weights only. */
+static ld_conv_direct_pack *pack_cache(ld_kernel_ctx *ctx, const conv_problem *p, int64_t gr)
+{
+    ld_window_attrs *a = ctx->state;
+    if (!a || !weights_constant(ctx))
+        return NULL;
+    if (a->n_packs < p->group) {
+        ld_conv_direct_pack *n = realloc(a->packs, (size_t)p->group * sizeof *n);
+        if (!n)
+            return NULL;
+        memset(n + a->n_packs, 0, (size_t)(p->group - a->n_packs) * sizeof *n);
+        a->packs = n;
+        a->n_packs = p->group;
+    }
+    return &a->packs[gr];
+}
+
 /* float32 on AVX-512 and AVX2 CPUs: conv_direct.c per image and group, no im2col. */
 static ld_status conv_run_direct(ld_kernel_ctx *ctx, const conv_problem *p)
 {
@@ -280,9 +314,11 @@ static ld_status conv_run_direct(ld_kernel_ctx *ctx, const conv_problem *p)
     bool rounds = output_rounding(ctx, p, true, &round);
     for (int64_t n = 0; n < p->N; n++)
         for (int64_t gr = 0; gr < p->group; gr++)
-            ld_conv_direct_f32(x + (n * p->C + gr * Cg) * g->in_size, w + gr * Mg * Kg,
-                               b ? b + gr * Mg : NULL, y + (n * p->M + gr * Mg) * g->out_size,
-                               Cg, Mg, g, scratch, ctx->threads, rounds ? &round : NULL);
+            ld_conv_direct_f32_cached(x + (n * p->C + gr * Cg) * g->in_size, w + gr * Mg * Kg,
+                                      b ? b + gr * Mg : NULL,
+                                      y + (n * p->M + gr * Mg) * g->out_size, Cg, Mg, g,
+                                      scratch, ctx->threads, rounds ? &round : NULL,
+                                      pack_cache(ctx, p, gr));
     if (rounds)
         ctx->rounded_outputs |= 1u;
     ld_scratch_put(scratch);

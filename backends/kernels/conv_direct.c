@@ -31,6 +31,7 @@
 
 #include <omp.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/kernels/conv_direct_internal.h"
@@ -316,6 +317,41 @@ static void pack_weights(const float *w, int64_t m_stride, int64_t c_stride, int
         }
 }
 
+/* The packed weights of this call: the cache's when it holds exactly these
+ * (same weights, sizes, level and MB), else packed into the cache, or into
+ * `into` (scratch) without a cache or when its allocation fails. */
+static const float *packed_weights(const float *w, int64_t m_stride, int64_t c_stride, int64_t C,
+                                   int64_t M, int64_t k_size, int MB, float *into,
+                                   ld_conv_direct_pack *cache)
+{
+    if (!cache) {
+        pack_weights(w, m_stride, c_stride, C, M, k_size, MB, into);
+        return into;
+    }
+    int level = (int)ld_conv_direct_level_active();
+    if (cache->data && cache->w == w && cache->C == C && cache->M == M &&
+        cache->k_size == k_size && cache->MB == MB && cache->level == level)
+        return cache->data;
+    ld_conv_direct_pack_clear(cache);
+    size_t bytes = ((size_t)((M + MB - 1) / MB * MB) * (size_t)C * (size_t)k_size *
+                        sizeof(float) + 63) / 64 * 64;
+    float *data = aligned_alloc(64, bytes);
+    if (!data) {
+        pack_weights(w, m_stride, c_stride, C, M, k_size, MB, into);
+        return into;
+    }
+    pack_weights(w, m_stride, c_stride, C, M, k_size, MB, data);
+    *cache = (ld_conv_direct_pack){.w = w, .C = C, .M = M, .k_size = k_size, .MB = MB,
+                                   .level = level, .data = data};
+    return data;
+}
+
+void ld_conv_direct_pack_clear(ld_conv_direct_pack *cache)
+{
+    free(cache->data);
+    memset(cache, 0, sizeof *cache);
+}
+
 /* --- public ------------------------------------------------------------------------- */
 
 bool ld_conv_direct_available(void)
@@ -403,7 +439,8 @@ static void pw_items(void *arg, int worker, int64_t t0, int64_t t1)
 /* Y [M][P] (rows y_stride apart) = W X (+ bias), X [C][P] (rows x_stride
  * apart); w as for pack_weights. */
 static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
-                          int64_t w_c_stride, float *scratch, int threads)
+                          int64_t w_c_stride, float *scratch, int threads,
+                          ld_conv_direct_pack *cache)
 {
     const ld_cd_isa *isa = active_isa();
     const int64_t lanes = isa->lanes;
@@ -413,8 +450,7 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
     p->NV = v->NV;
     p->span = pointwise_span(p->C, p->NV * lanes);
     float *pack = scratch, *bufs = scratch + pack_rows(p->M) * (size_t)p->C;
-    pack_weights(w, w_m_stride, w_c_stride, p->C, p->M, 1, p->MB, pack);
-    p->pack = pack;
+    p->pack = packed_weights(w, w_m_stride, w_c_stride, p->C, p->M, 1, p->MB, pack, cache);
     int64_t spans = (p->P + p->span - 1) / p->span;
     bool parallel = threads > 1 &&
                     (double)p->M * (double)p->C * (double)p->P >= PARALLEL_MIN_MACS;
@@ -428,11 +464,11 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
 
 static void pointwise_f32(const float *x, const float *w, const float *bias, float *y, int64_t C,
                           int64_t M, const ld_window_geom *g, float *scratch, int threads,
-                          const ld_conv_round *round)
+                          const ld_conv_round *round, ld_conv_direct_pack *cache)
 {
     ld_cd_pw_plan p = {.x = x, .bias = bias, .y = y, .C = C, .M = M, .P = g->out_size,
                         .x_stride = g->in_size, .y_stride = g->out_size, .round = round};
-    pointwise_run(&p, w, C, 1, scratch, threads);
+    pointwise_run(&p, w, C, 1, scratch, threads, cache);
 }
 
 void ld_interleave2_add_f32(const float *a, const float *b, float bias, float *y, int64_t n)
@@ -451,7 +487,7 @@ void ld_gemm_direct_f32(bool a_trans, int64_t M, int64_t N, int64_t K, const flo
 {
     ld_cd_pw_plan p = {.x = B, .y = C, .C = K, .M = M, .P = N, .x_stride = ldb,
                         .y_stride = ldc};
-    pointwise_run(&p, A, a_trans ? 1 : lda, a_trans ? lda : 1, scratch, threads);
+    pointwise_run(&p, A, a_trans ? 1 : lda, a_trans ? lda : 1, scratch, threads, NULL);
 }
 
 /* Asks for input row (padded index r) of channel c, which the ring needs an
@@ -588,8 +624,16 @@ void ld_conv_direct_f32(const float *x, const float *w, const float *bias, float
                         int64_t M, const ld_window_geom *g, float *scratch, int threads,
                         const ld_conv_round *round)
 {
+    ld_conv_direct_f32_cached(x, w, bias, y, C, M, g, scratch, threads, round, NULL);
+}
+
+void ld_conv_direct_f32_cached(const float *x, const float *w, const float *bias, float *y,
+                               int64_t C, int64_t M, const ld_window_geom *g, float *scratch,
+                               int threads, const ld_conv_round *round,
+                               ld_conv_direct_pack *cache)
+{
     if (is_pointwise(g)) {
-        pointwise_f32(x, w, bias, y, C, M, g, scratch, threads, round);
+        pointwise_f32(x, w, bias, y, C, M, g, scratch, threads, round, cache);
         return;
     }
     const ld_cd_isa *isa = active_isa();
@@ -607,8 +651,7 @@ void ld_conv_direct_f32(const float *x, const float *w, const float *bias, float
     int64_t R = ring_rows(g, &p.L);
     float *pack = scratch, *inputs = scratch + pack_rows(M) * (size_t)C *
                                                    (size_t)g->k_size;
-    pack_weights(w, C * g->k_size, g->k_size, C, M, g->k_size, p.MB, pack);
-    p.pack = pack;
+    p.pack = packed_weights(w, C * g->k_size, g->k_size, C, M, g->k_size, p.MB, pack, cache);
     bool parallel = worth_threads(g, C, M, threads);
     if (!R) {
         repack_input(isa, x, g, &p.L, C, inputs, parallel, threads);
