@@ -23,10 +23,12 @@
 #include <unistd.h>
 
 /* Pause iterations a helper spins on `state` after a job before it sleeps
- * (~30-60 µs on Zen 3): long enough to catch the next convolution of a
- * layer, short enough not to take a CPU from OpenMP's workers in the
- * elementwise nodes between convolutions. */
-#define SPIN_PAUSES 1000
+ * (a pause takes 30-70 ns on the Zen 3 hosts: 6-14 µs). Enough for jobs that
+ * follow at once (ConvTranspose's product and col2im tiles, groups, images);
+ * the next convolution of a model comes after elementwise nodes, whose
+ * OpenMP worker needs that CPU: a longer spin would take it from them. A
+ * sleeping helper costs a job only its late start (the caller goes on). */
+#define SPIN_PAUSES 200
 
 typedef struct {
     void (*fn)(void *arg, int worker, int64_t i0, int64_t i1);
