@@ -262,20 +262,40 @@ static bool output_rounding(const ld_kernel_ctx *ctx, const conv_problem *p, boo
     return true;
 }
 
-/* Whether the weights W are a constant initializer's own tensor: the same
- * values for as long as the graph (and so this kernel's state) lives. A
- * user-fed input with a default initializer, a converted or a rounded copy
- * (the emulated engine's) is another tensor and does not count. */
+/* The data of value v when the graph itself holds it: an initializer's, or
+ * the `value` tensor attribute of the Constant node producing v (PaddleOCR
+ * det keeps its weights in Constant nodes, which the executor folds: each
+ * run shows the attribute's data, exec.c). NULL otherwise. */
+static const void *graph_constant_data(const ld_graph *g, int v)
+{
+    if (v < 0 || v >= g->n_values)
+        return NULL;
+    const ld_value *val = &g->values[v];
+    if (val->kind == LD_VALUE_INITIALIZER)
+        return val->initializer ? val->initializer->data : NULL;
+    if (val->kind != LD_VALUE_NODE_OUTPUT || val->producer < 0)
+        return NULL;
+    const ld_node *node = &g->nodes[val->producer];
+    if (node->domain[0] || strcmp(node->op_type, "Constant") != 0 || node->n_outputs != 1)
+        return NULL;
+    for (int i = 0; i < node->n_attrs; i++)
+        if (node->attrs[i].type == LD_ATTR_TENSOR && strcmp(node->attrs[i].name, "value") == 0)
+            return node->attrs[i].t ? node->attrs[i].t->data : NULL;
+    return NULL;
+}
+
+/* Whether the weights W this call reads are the graph's own constant data
+ * (above): the same values for as long as the graph, and so this node's
+ * kernel state, lives -- nothing writes a graph's tensors while an exec of
+ * it exists. A user-fed input, a converted or a rounded copy (the emulated
+ * engine's) or a Constant the executor did not fold has other data and does
+ * not count. */
 static bool weights_constant(const ld_kernel_ctx *ctx)
 {
     if (!ctx->graph || !ctx->node || ctx->node->n_inputs < 2 || ctx->n_inputs < 2 ||
-        !ctx->inputs || !ctx->inputs[1])
+        !ctx->inputs || !ctx->inputs[1] || !ctx->inputs[1]->data)
         return false;
-    int v = ctx->node->inputs[1];
-    if (v < 0 || v >= ctx->graph->n_values)
-        return false;
-    const ld_value *val = &ctx->graph->values[v];
-    return val->kind == LD_VALUE_INITIALIZER && val->initializer == ctx->inputs[1];
+    return graph_constant_data(ctx->graph, ctx->node->inputs[1]) == ctx->inputs[1]->data;
 }
 
 /* The packed-weight cache of group gr (NULL: pack every call): one per
