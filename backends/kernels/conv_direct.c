@@ -25,7 +25,7 @@
  * vectors). A pointwise convolution (1x1, stride 1, no padding) is a
  * product over spans of positions. Work items are runs of tiles of one
  * output row, passing over the input channels in L1-sized chunks, claimed
- * by the threads a few rows at a time; every output is computed entirely
+ * by the threads a few rows at a time (conv_pool.h); every output is computed entirely
  * by one item, always in the same order, at any vector width. */
 #include "backends/kernels/conv_direct.h"
 
@@ -127,11 +127,12 @@ static const ld_cd_isa *active_isa(void)
 
 /* --- threading ----------------------------------------------------------------------- */
 
-/* Work items per claim of the dynamic schedules below: about 8 claims per
- * thread. On a shared machine a thread the scheduler holds off the CPU then
- * delays a loop by its current claim, not by its static share (half the
- * work on 2 threads); the other thread takes the rest. Which thread runs an
- * item never changes its result. */
+/* Work items per claim of the claim pool (conv_pool.h) below: about 8
+ * claims per thread, fewer towards the end. On a shared machine a thread the
+ * scheduler holds off the CPU then delays a loop by its current claim, not
+ * by its static share (half the work on 2 threads); the other thread takes
+ * the rest, and a helper that has not started delays nothing. Which thread
+ * runs an item never changes its result. */
 static int claim_size(int64_t items, int threads)
 {
     int64_t c = items / (8 * (int64_t)(threads > 1 ? threads : 1));

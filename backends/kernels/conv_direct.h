@@ -43,7 +43,8 @@ size_t ld_conv_direct_scratch_floats(const ld_window_geom *g, int64_t C, int64_t
 /* One group of one image: y [M][g->out_size] = conv(x [C][g->in_size],
  * w [M][C][g->k_size]) + bias[M] (bias NULL: none). scratch: 64-byte
  * aligned, ld_conv_direct_scratch_floats floats (contents unspecified).
- * Splits the work over up to `threads` OpenMP threads when it is large
+ * Splits the work over up to `threads` threads of the claim pool
+ * (conv_pool.h; the full input repack of 3-D and very tall kernels: OpenMP) when it is large
  * enough. round: NULL, or the float16 rounding above of every output.
  * Only call it when ld_conv_direct_available() and ld_conv_direct_fits(). */
 /* Float16 rounding of the output in the tiles' stores, for a caller whose
