@@ -27,6 +27,7 @@
 #include "backends/blas.h"
 #include "backends/kernels/conv_common.h"
 #include "backends/kernels/conv_direct.h"
+#include "backends/kernels/conv_pool.h"
 #include "backends/kernels/depthwise.h"
 #include "backends/kernels/kernels.h"
 
@@ -160,24 +161,41 @@ static void conv_output_shape(const conv_problem *p, ld_shape *out)
             }                                                                                  \
     }
 
+typedef struct {
+    const conv_problem *p;
+    const ld_conv_round *round;
+} depthwise_job;
+
 /* round: NULL, or the backend's output rounding (kernel.h round_block),
- * called on each plane as soon as it is computed, while it is in cache. */
+ * called on each plane as soon as it is computed, while it is in cache.
+ * Planes go through the claim pool (conv_pool.h: a helper the scheduler has
+ * not run yet delays nothing), one plane per claim. */
 #define DEFINE_DEPTHWISE(T, NAME, PLANE)                                                       \
-    static void NAME(const conv_problem *p, int threads, const ld_conv_round *round)           \
+    static void NAME##_planes(void *arg, int worker, int64_t pl0, int64_t pl1)                 \
     {                                                                                          \
+        (void)worker;                                                                          \
+        const depthwise_job *j = arg;                                                          \
+        const conv_problem *p = j->p;                                                          \
         const ld_window_geom *g = &p->g;                                                       \
         const T *x = p->x, *w = p->w, *b = p->b;                                               \
         T *y = p->y;                                                                           \
-        int64_t Mg = p->M / p->group, planes = p->N * p->M;                                    \
-        _Pragma("omp parallel for num_threads(threads) if (planes * g->out_size * g->k_size > (1 << 16)) schedule(dynamic, 1)") \
-        for (int64_t pl = 0; pl < planes; pl++) {                                              \
+        int64_t Mg = p->M / p->group;                                                          \
+        for (int64_t pl = pl0; pl < pl1; pl++) {                                               \
             int64_t n = pl / p->M, m = pl % p->M, c = m / Mg;                                  \
             PLANE(x + (n * p->C + c) * g->in_size, w + m * g->k_size, b ? b[m] : (T)0,         \
                   y + pl * g->out_size, g);                                                    \
-            if (round)                                                                         \
-                round->block(round->user, 0, (float *)(void *)(y + pl * g->out_size),          \
-                             g->out_size);                                                     \
+            if (j->round)                                                                      \
+                j->round->block(j->round->user, 0, (float *)(void *)(y + pl * g->out_size),    \
+                                g->out_size);                                                  \
         }                                                                                      \
+    }                                                                                          \
+    static void NAME(const conv_problem *p, int threads, const ld_conv_round *round)           \
+    {                                                                                          \
+        const ld_window_geom *g = &p->g;                                                       \
+        int64_t planes = p->N * p->M;                                                          \
+        depthwise_job job = {.p = p, .round = round};                                          \
+        bool parallel = planes * g->out_size * g->k_size > (1 << 16);                          \
+        ld_conv_pool_run(parallel ? threads : 1, planes, 1, NAME##_planes, &job);              \
     }
 
 DEFINE_DEPTHWISE_PLANE(float, depthwise_plane_f32)
@@ -244,6 +262,60 @@ static bool output_rounding(const ld_kernel_ctx *ctx, const conv_problem *p, boo
     return true;
 }
 
+/* The data of value v when the graph itself holds it: an initializer's, or
+ * the `value` tensor attribute of the Constant node producing v (PaddleOCR
+ * det keeps its weights in Constant nodes, which the executor folds: each
+ * run shows the attribute's data, exec.c). NULL otherwise. */
+static const void *graph_constant_data(const ld_graph *g, int v)
+{
+    if (v < 0 || v >= g->n_values)
+        return NULL;
+    const ld_value *val = &g->values[v];
+    if (val->kind == LD_VALUE_INITIALIZER)
+        return val->initializer ? val->initializer->data : NULL;
+    if (val->kind != LD_VALUE_NODE_OUTPUT || val->producer < 0)
+        return NULL;
+    const ld_node *node = &g->nodes[val->producer];
+    if (node->domain[0] || strcmp(node->op_type, "Constant") != 0 || node->n_outputs != 1)
+        return NULL;
+    for (int i = 0; i < node->n_attrs; i++)
+        if (node->attrs[i].type == LD_ATTR_TENSOR && strcmp(node->attrs[i].name, "value") == 0)
+            return node->attrs[i].t ? node->attrs[i].t->data : NULL;
+    return NULL;
+}
+
+/* Whether the weights W this call reads are the graph's own constant data
+ * (above): the same values for as long as the graph, and so this node's
+ * kernel state, lives -- nothing writes a graph's tensors while an exec of
+ * it exists. A user-fed input, a converted or a rounded copy (the emulated
+ * engine's) or a Constant the executor did not fold has other data and does
+ * not count. */
+static bool weights_constant(const ld_kernel_ctx *ctx)
+{
+    if (!ctx->graph || !ctx->node || ctx->node->n_inputs < 2 || ctx->n_inputs < 2 ||
+        !ctx->inputs || !ctx->inputs[1] || !ctx->inputs[1]->data)
+        return false;
+    return graph_constant_data(ctx->graph, ctx->node->inputs[1]) == ctx->inputs[1]->data;
+}
+
+/* The packed-weight cache of group gr (NULL: pack every call): one per
+ * group in the node's state, for constant weights only. */
+static ld_conv_direct_pack *pack_cache(ld_kernel_ctx *ctx, const conv_problem *p, int64_t gr)
+{
+    ld_window_attrs *a = ctx->state;
+    if (!a || !weights_constant(ctx))
+        return NULL;
+    if (a->n_packs < p->group) {
+        ld_conv_direct_pack *n = realloc(a->packs, (size_t)p->group * sizeof *n);
+        if (!n)
+            return NULL;
+        memset(n + a->n_packs, 0, (size_t)(p->group - a->n_packs) * sizeof *n);
+        a->packs = n;
+        a->n_packs = p->group;
+    }
+    return &a->packs[gr];
+}
+
 /* float32 on AVX-512 and AVX2 CPUs: conv_direct.c per image and group, no im2col. */
 static ld_status conv_run_direct(ld_kernel_ctx *ctx, const conv_problem *p)
 {
@@ -262,9 +334,11 @@ static ld_status conv_run_direct(ld_kernel_ctx *ctx, const conv_problem *p)
     bool rounds = output_rounding(ctx, p, true, &round);
     for (int64_t n = 0; n < p->N; n++)
         for (int64_t gr = 0; gr < p->group; gr++)
-            ld_conv_direct_f32(x + (n * p->C + gr * Cg) * g->in_size, w + gr * Mg * Kg,
-                               b ? b + gr * Mg : NULL, y + (n * p->M + gr * Mg) * g->out_size,
-                               Cg, Mg, g, scratch, ctx->threads, rounds ? &round : NULL);
+            ld_conv_direct_f32_cached(x + (n * p->C + gr * Cg) * g->in_size, w + gr * Mg * Kg,
+                                      b ? b + gr * Mg : NULL,
+                                      y + (n * p->M + gr * Mg) * g->out_size, Cg, Mg, g,
+                                      scratch, ctx->threads, rounds ? &round : NULL,
+                                      pack_cache(ctx, p, gr));
     if (rounds)
         ctx->rounded_outputs |= 1u;
     ld_scratch_put(scratch);

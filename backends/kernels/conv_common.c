@@ -1,6 +1,7 @@
 /* layerdiff — window geometry, scratch cache and im2col (see conv_common.h). */
 #include "backends/blas.h"
 #include "backends/kernels/conv_common.h"
+#include "backends/kernels/conv_direct.h"
 #include "backends/pool.h"
 
 #include <pthread.h>
@@ -379,6 +380,11 @@ ld_status ld_window_kernel_init(ld_kernel_ctx *ctx)
 
 void ld_window_kernel_fini(void *state)
 {
+    ld_window_attrs *a = state;
     ld_scratch_release();
+    for (int64_t i = 0; a && i < a->n_packs; i++)
+        ld_conv_direct_pack_clear(&a->packs[i]);
+    if (a)
+        free(a->packs);
     free(state);
 }

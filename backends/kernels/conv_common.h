@@ -38,6 +38,11 @@ typedef struct ld_window_attrs {
     ld_auto_pad auto_pad;
     bool ceil_mode;               /* pools, opset 10+ */
     int64_t group;                /* Conv/ConvTranspose */
+    /* Conv: the direct kernel's packed weights per group, kept across runs
+     * when the weights are a constant initializer (conv.c); owned, freed by
+     * ld_window_kernel_fini. */
+    struct ld_conv_direct_pack *packs;
+    int64_t n_packs;
 } ld_window_attrs;
 
 /* Reads the attributes above that the node has and checks their values
@@ -46,7 +51,8 @@ ld_status ld_window_attrs_parse(ld_kernel_ctx *ctx, ld_window_attrs *a);
 
 /* Kernel init/fini shared by Conv, ConvInteger, QLinearConv and ConvTranspose:
  * loads the BLAS, parses the window attributes into a new ld_window_attrs
- * (ctx->state, freed by ld_window_kernel_fini) and holds the shared scratch. */
+ * (ctx->state, freed by ld_window_kernel_fini with the packed weights it
+ * holds) and holds the shared scratch. */
 ld_status ld_window_kernel_init(ld_kernel_ctx *ctx);
 void ld_window_kernel_fini(void *state);
 

@@ -25,15 +25,17 @@
  * vectors). A pointwise convolution (1x1, stride 1, no padding) is a
  * product over spans of positions. Work items are runs of tiles of one
  * output row, passing over the input channels in L1-sized chunks, claimed
- * by the threads a few rows at a time; every output is computed entirely
+ * by the threads a few rows at a time (conv_pool.h); every output is computed entirely
  * by one item, always in the same order, at any vector width. */
 #include "backends/kernels/conv_direct.h"
 
 #include <omp.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/kernels/conv_direct_internal.h"
+#include "backends/kernels/conv_pool.h"
 
 #define MAX_KROWS 256 /* kernel rows (depth x height) */
 /* Products below this many multiply-adds stay on the calling thread: a
@@ -125,11 +127,12 @@ static const ld_cd_isa *active_isa(void)
 
 /* --- threading ----------------------------------------------------------------------- */
 
-/* Work items per claim of the dynamic schedules below: about 8 claims per
- * thread. On a shared machine a thread the scheduler holds off the CPU then
- * delays a loop by its current claim, not by its static share (half the
- * work on 2 threads); the other thread takes the rest. Which thread runs an
- * item never changes its result. */
+/* Work items per claim of the claim pool (conv_pool.h) below: about 8
+ * claims per thread, fewer towards the end. On a shared machine a thread the
+ * scheduler holds off the CPU then delays a loop by its current claim, not
+ * by its static share (half the work on 2 threads); the other thread takes
+ * the rest, and a helper that has not started delays nothing. Which thread
+ * runs an item never changes its result. */
 static int claim_size(int64_t items, int threads)
 {
     int64_t c = items / (8 * (int64_t)(threads > 1 ? threads : 1));
@@ -315,6 +318,41 @@ static void pack_weights(const float *w, int64_t m_stride, int64_t c_stride, int
         }
 }
 
+/* The packed weights of this call: the cache's when it holds exactly these
+ * (same weights, sizes, level and MB), else packed into the cache, or into
+ * `into` (scratch) without a cache or when its allocation fails. */
+static const float *packed_weights(const float *w, int64_t m_stride, int64_t c_stride, int64_t C,
+                                   int64_t M, int64_t k_size, int MB, float *into,
+                                   ld_conv_direct_pack *cache)
+{
+    if (!cache) {
+        pack_weights(w, m_stride, c_stride, C, M, k_size, MB, into);
+        return into;
+    }
+    int level = (int)ld_conv_direct_level_active();
+    if (cache->data && cache->w == w && cache->C == C && cache->M == M &&
+        cache->k_size == k_size && cache->MB == MB && cache->level == level)
+        return cache->data;
+    ld_conv_direct_pack_clear(cache);
+    size_t bytes = ((size_t)((M + MB - 1) / MB * MB) * (size_t)C * (size_t)k_size *
+                        sizeof(float) + 63) / 64 * 64;
+    float *data = aligned_alloc(64, bytes);
+    if (!data) {
+        pack_weights(w, m_stride, c_stride, C, M, k_size, MB, into);
+        return into;
+    }
+    pack_weights(w, m_stride, c_stride, C, M, k_size, MB, data);
+    *cache = (ld_conv_direct_pack){.w = w, .C = C, .M = M, .k_size = k_size, .MB = MB,
+                                   .level = level, .data = data};
+    return data;
+}
+
+void ld_conv_direct_pack_clear(ld_conv_direct_pack *cache)
+{
+    free(cache->data);
+    memset(cache, 0, sizeof *cache);
+}
+
 /* --- public ------------------------------------------------------------------------- */
 
 bool ld_conv_direct_available(void)
@@ -367,10 +405,43 @@ static bool worth_threads(const ld_window_geom *g, int64_t C, int64_t M, int thr
            (double)M * (double)C * (double)g->k_size * (double)g->out_size >= PARALLEL_MIN_MACS;
 }
 
+/* The pointwise product's work: spans of positions (pointwise_run). */
+typedef struct {
+    ld_cd_pw_plan *p;
+    const ld_cd_variant *v;
+    const ld_cd_isa *isa;
+    float *bufs; /* per worker: C x MAX_SPAN floats */
+    bool tiles_outer;
+} pw_job;
+
+static void pw_items(void *arg, int worker, int64_t t0, int64_t t1)
+{
+    const pw_job *j = arg;
+    ld_cd_pw_plan *p = j->p;
+    const ld_cd_variant *v = j->v;
+    const int64_t lanes = j->isa->lanes;
+    float *buf = j->bufs + (size_t)worker * (size_t)(p->C * MAX_SPAN);
+    for (int64_t t = t0; t < t1; t++) {
+        j->isa->pointwise_copy(p, t * p->span, buf);
+        int64_t first = t * p->span / lanes, end = first + p->span / lanes;
+        end = end < p->blocks ? end : p->blocks;
+        int64_t full = (end - first) / p->NV, rest = (end - first) % p->NV;
+        if (j->tiles_outer) { /* AVX-512: each tile runs every channel block */
+            for (int64_t i = 0; i < full; i++)
+                v->pw[p->NV - 1](p, first + i * p->NV, 1, buf + i * p->NV * lanes);
+        } else if (full) { /* all channel blocks of all full tiles: conv_direct_body.h */
+            v->pw[p->NV - 1](p, first, full, buf);
+        }
+        if (rest)
+            v->pw[rest - 1](p, first + full * p->NV, 1, buf + full * p->NV * lanes);
+    }
+}
+
 /* Y [M][P] (rows y_stride apart) = W X (+ bias), X [C][P] (rows x_stride
  * apart); w as for pack_weights. */
 static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
-                          int64_t w_c_stride, float *scratch, int threads)
+                          int64_t w_c_stride, float *scratch, int threads,
+                          ld_conv_direct_pack *cache)
 {
     const ld_cd_isa *isa = active_isa();
     const int64_t lanes = isa->lanes;
@@ -380,8 +451,7 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
     p->NV = v->NV;
     p->span = pointwise_span(p->C, p->NV * lanes);
     float *pack = scratch, *bufs = scratch + pack_rows(p->M) * (size_t)p->C;
-    pack_weights(w, w_m_stride, w_c_stride, p->C, p->M, 1, p->MB, pack);
-    p->pack = pack;
+    p->pack = packed_weights(w, w_m_stride, w_c_stride, p->C, p->M, 1, p->MB, pack, cache);
     int64_t spans = (p->P + p->span - 1) / p->span;
     bool parallel = threads > 1 &&
                     (double)p->M * (double)p->C * (double)p->P >= PARALLEL_MIN_MACS;
@@ -389,34 +459,17 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
     /* Channel blocks outside the tiles was measured on Zen 3 (AVX2) only;
      * AVX-512 keeps the order it was tuned with on Zen 5: tiles outside. */
     const bool tiles_outer = isa == &ld_cd_isa_avx512;
-#pragma omp parallel num_threads(threads) if (parallel)
-    {
-        float *buf = bufs + (size_t)omp_get_thread_num() * (size_t)(p->C * MAX_SPAN);
-#pragma omp for schedule(dynamic, claim)
-        for (int64_t t = 0; t < spans; t++) {
-            isa->pointwise_copy(p, t * p->span, buf);
-            int64_t first = t * p->span / lanes, end = first + p->span / lanes;
-            end = end < p->blocks ? end : p->blocks;
-            int64_t full = (end - first) / p->NV, rest = (end - first) % p->NV;
-            if (tiles_outer) { /* AVX-512: each tile runs every channel block */
-                for (int64_t i = 0; i < full; i++)
-                    v->pw[p->NV - 1](p, first + i * p->NV, 1, buf + i * p->NV * lanes);
-            } else if (full) { /* all channel blocks of all full tiles: conv_direct_body.h */
-                v->pw[p->NV - 1](p, first, full, buf);
-            }
-            if (rest)
-                v->pw[rest - 1](p, first + full * p->NV, 1, buf + full * p->NV * lanes);
-        }
-    }
+    pw_job job = {.p = p, .v = v, .isa = isa, .bufs = bufs, .tiles_outer = tiles_outer};
+    ld_conv_pool_run(parallel ? threads : 1, spans, claim, pw_items, &job);
 }
 
 static void pointwise_f32(const float *x, const float *w, const float *bias, float *y, int64_t C,
                           int64_t M, const ld_window_geom *g, float *scratch, int threads,
-                          const ld_conv_round *round)
+                          const ld_conv_round *round, ld_conv_direct_pack *cache)
 {
     ld_cd_pw_plan p = {.x = x, .bias = bias, .y = y, .C = C, .M = M, .P = g->out_size,
                         .x_stride = g->in_size, .y_stride = g->out_size, .round = round};
-    pointwise_run(&p, w, C, 1, scratch, threads);
+    pointwise_run(&p, w, C, 1, scratch, threads, cache);
 }
 
 void ld_interleave2_add_f32(const float *a, const float *b, float bias, float *y, int64_t n)
@@ -435,7 +488,7 @@ void ld_gemm_direct_f32(bool a_trans, int64_t M, int64_t N, int64_t K, const flo
 {
     ld_cd_pw_plan p = {.x = B, .y = C, .C = K, .M = M, .P = N, .x_stride = ldb,
                         .y_stride = ldc};
-    pointwise_run(&p, A, a_trans ? 1 : lda, a_trans ? lda : 1, scratch, threads);
+    pointwise_run(&p, A, a_trans ? 1 : lda, a_trans ? lda : 1, scratch, threads, NULL);
 }
 
 /* Asks for input row (padded index r) of channel c, which the ring needs an
@@ -527,12 +580,61 @@ static int64_t tile_group(const ld_cd_plan *p, bool parallel, int threads)
     return (p->tiles + split - 1) / split;
 }
 
+/* A windowed convolution's work: items are runs of tiles of one output
+ * row; each worker keeps its ring of repacked input rows (or reads the
+ * full repack when R is 0). */
+typedef struct {
+    const ld_cd_isa *isa;
+    const ld_cd_plan *p;
+    const ld_cd_variant *v;
+    const float *x;
+    const ld_window_geom *g;
+    float *inputs; /* per worker: R rows of row_floats (R > 0) */
+    int64_t R, groups;
+    struct {
+        int64_t held[MAX_RING], current;
+        const float *rows[MAX_KROWS];
+    } __attribute__((aligned(64))) w[LD_CONV_POOL_MAX_THREADS];
+} win_job;
+
+static void win_items(void *arg, int worker, int64_t i0, int64_t i1)
+{
+    win_job *j = arg;
+    const ld_cd_plan *p = j->p;
+    float *ring = j->R ? j->inputs + (size_t)worker * (size_t)(j->R * p->row_floats) : NULL;
+    int64_t *held = j->w[worker].held, *current = &j->w[worker].current;
+    const float **rows = j->w[worker].rows;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t row = i / j->groups, t0 = (i % j->groups) * p->group;
+        int64_t t1 = t0 + p->group < p->tiles ? t0 + p->group : p->tiles;
+        if (row != *current) {
+            rows_for(j->isa, p, j->x, j->g, row, ring, j->R, held, rows);
+            *current = row;
+        }
+        for (int64_t c0 = 0; c0 < p->C; c0 += p->chunk) {
+            int64_t c1 = c0 + p->chunk < p->C ? c0 + p->chunk : p->C;
+            for (int64_t t = t0; t < t1; t++) {
+                int64_t b0 = t * p->NV, nv = p->blocks - b0 < p->NV ? p->blocks - b0 : p->NV;
+                j->v->tile[nv - 1](p, rows, row, b0, c0, c1);
+            }
+        }
+    }
+}
+
 void ld_conv_direct_f32(const float *x, const float *w, const float *bias, float *y, int64_t C,
                         int64_t M, const ld_window_geom *g, float *scratch, int threads,
                         const ld_conv_round *round)
 {
+    ld_conv_direct_f32_cached(x, w, bias, y, C, M, g, scratch, threads, round, NULL);
+}
+
+void ld_conv_direct_f32_cached(const float *x, const float *w, const float *bias, float *y,
+                               int64_t C, int64_t M, const ld_window_geom *g, float *scratch,
+                               int threads, const ld_conv_round *round,
+                               ld_conv_direct_pack *cache)
+{
     if (is_pointwise(g)) {
-        pointwise_f32(x, w, bias, y, C, M, g, scratch, threads, round);
+        pointwise_f32(x, w, bias, y, C, M, g, scratch, threads, round, cache);
         return;
     }
     const ld_cd_isa *isa = active_isa();
@@ -550,8 +652,7 @@ void ld_conv_direct_f32(const float *x, const float *w, const float *bias, float
     int64_t R = ring_rows(g, &p.L);
     float *pack = scratch, *inputs = scratch + pack_rows(M) * (size_t)C *
                                                    (size_t)g->k_size;
-    pack_weights(w, C * g->k_size, g->k_size, C, M, g->k_size, p.MB, pack);
-    p.pack = pack;
+    p.pack = packed_weights(w, C * g->k_size, g->k_size, C, M, g->k_size, p.MB, pack, cache);
     bool parallel = worth_threads(g, C, M, threads);
     if (!R) {
         repack_input(isa, x, g, &p.L, C, inputs, parallel, threads);
@@ -562,29 +663,15 @@ void ld_conv_direct_f32(const float *x, const float *w, const float *bias, float
     int64_t groups = (p.tiles + p.group - 1) / p.group;
     int64_t items = p.L.out_rows[0] * p.L.out_rows[1] * groups;
     int claim = claim_size(items, threads); /* consecutive rows: the ring refills once */
-#pragma omp parallel num_threads(threads) if (parallel)
-    {
-        float *ring = R ? inputs + (size_t)omp_get_thread_num() * (size_t)(R * p.row_floats)
-                        : NULL;
-        int64_t held[MAX_RING], current = -1;
-        const float *rows[MAX_KROWS];
+    win_job job = {.isa = isa, .p = &p, .v = v, .x = x, .g = g, .inputs = inputs, .R = R,
+                   .groups = groups};
+    int workers = parallel ? (threads < LD_CONV_POOL_MAX_THREADS ? threads
+                                                                 : LD_CONV_POOL_MAX_THREADS)
+                           : 1;
+    for (int t = 0; t < workers; t++) {
+        job.w[t].current = -1;
         for (int64_t i = 0; i < R; i++)
-            held[i] = -1;
-#pragma omp for schedule(dynamic, claim)
-        for (int64_t i = 0; i < items; i++) {
-            int64_t row = i / groups, t0 = (i % groups) * p.group;
-            int64_t t1 = t0 + p.group < p.tiles ? t0 + p.group : p.tiles;
-            if (row != current) {
-                rows_for(isa, &p, x, g, row, ring, R, held, rows);
-                current = row;
-            }
-            for (int64_t c0 = 0; c0 < C; c0 += p.chunk) {
-                int64_t c1 = c0 + p.chunk < C ? c0 + p.chunk : C;
-                for (int64_t t = t0; t < t1; t++) {
-                    int64_t b0 = t * p.NV, nv = p.blocks - b0 < p.NV ? p.blocks - b0 : p.NV;
-                    v->tile[nv - 1](&p, rows, row, b0, c0, c1);
-                }
-            }
-        }
+            job.w[t].held[i] = -1;
     }
+    ld_conv_pool_run(workers, items, claim, win_items, &job);
 }

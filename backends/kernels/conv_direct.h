@@ -43,7 +43,8 @@ size_t ld_conv_direct_scratch_floats(const ld_window_geom *g, int64_t C, int64_t
 /* One group of one image: y [M][g->out_size] = conv(x [C][g->in_size],
  * w [M][C][g->k_size]) + bias[M] (bias NULL: none). scratch: 64-byte
  * aligned, ld_conv_direct_scratch_floats floats (contents unspecified).
- * Splits the work over up to `threads` OpenMP threads when it is large
+ * Splits the work over up to `threads` threads of the claim pool
+ * (conv_pool.h; the full input repack of 3-D and very tall kernels: OpenMP) when it is large
  * enough. round: NULL, or the float16 rounding above of every output.
  * Only call it when ld_conv_direct_available() and ld_conv_direct_fits(). */
 /* Float16 rounding of the output in the tiles' stores, for a caller whose
@@ -59,6 +60,32 @@ typedef struct ld_conv_round {
 void ld_conv_direct_f32(const float *x, const float *w, const float *bias, float *y, int64_t C,
                         int64_t M, const ld_window_geom *g, float *scratch, int threads,
                         const ld_conv_round *round);
+
+/* Packed weights kept across calls. Packing (~2 ms of PaddleOCR det's run
+ * on one thread, serial) is the same every run when the weights are a
+ * constant initializer; conv.c keeps one per node and group then. An empty
+ * one is all zeros. The packing depends on the level and tile variant (MB)
+ * and on the weights' address and sizes: a call with any of them different
+ * packs again. The caller promises that the values at w do not change while
+ * the cache holds w (ld_conv_direct_pack_clear forgets them). */
+typedef struct ld_conv_direct_pack {
+    const float *w;   /* what data was packed from; NULL: nothing held */
+    int64_t C, M, k_size;
+    int MB, level;
+    float *data;      /* owned (malloc), or NULL */
+} ld_conv_direct_pack;
+
+/* ld_conv_direct_f32 that takes its packed weights from `cache` when it
+ * holds this call's, and otherwise packs them into it (growing cache->data;
+ * into scratch when that allocation fails). cache NULL: ld_conv_direct_f32.
+ * Same results as ld_conv_direct_f32, bit for bit. */
+void ld_conv_direct_f32_cached(const float *x, const float *w, const float *bias, float *y,
+                               int64_t C, int64_t M, const ld_window_geom *g, float *scratch,
+                               int threads, const ld_conv_round *round,
+                               ld_conv_direct_pack *cache);
+
+/* Frees what the cache holds and empties it. */
+void ld_conv_direct_pack_clear(ld_conv_direct_pack *cache);
 
 /* The pointwise kernel as a product, for ConvTranspose's columns:
  * C [M][N] (rows ldc apart) = op(A) B, B [K][N] (rows ldb apart), op(A) =

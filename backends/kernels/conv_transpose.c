@@ -23,6 +23,7 @@
 #include "backends/blas.h"
 #include "backends/kernels/conv_common.h"
 #include "backends/kernels/conv_direct.h"
+#include "backends/kernels/conv_pool.h"
 #include "backends/kernels/kernels.h"
 
 #define CONVT_TILE_BYTES ((size_t)8 << 20)
@@ -219,25 +220,27 @@ static bool non_overlapping(const ld_window_geom *g)
     return true;
 }
 
-/* col2im of a non-overlapping float32 ConvTranspose (see non_overlapping):
- * y[m][ih * s1 + kh][iw * s2 + kw] = bias[m] + col[(m, kh, kw)][row][iw]
- * for the input rows [r0, r1). Stride 2 in the width interleaves two column
- * rows with vector permutes (AVX-512 or AVX2, conv_direct.c) when the CPU has them.
- * round: NULL, or the backend's output rounding (kernel.h round_block), given
- * each output row as soon as it is written. */
-static void col2im_once_f32(const float *col, const ld_window_geom *g, int64_t Mg, int64_t r0,
-                            int64_t r1, const float *bias, float *y, int threads,
-                            const ld_conv_round *round)
+typedef struct {
+    const float *col, *bias;
+    const ld_window_geom *g;
+    int64_t r0, r1;
+    float *y;
+    const ld_conv_round *round;
+} col2im_once_job;
+
+static void col2im_once_channels(void *arg, int worker, int64_t m0, int64_t m1)
 {
+    (void)worker;
+    const col2im_once_job *j = arg;
+    const ld_window_geom *g = j->g;
+    int64_t r0 = j->r0, r1 = j->r1;
     int64_t in2 = g->in[2], ncols = (r1 - r0) * in2, s1 = g->s[1], s2 = g->s[2];
-    int64_t work = Mg * g->k_size * ncols;
-#pragma omp parallel for num_threads(threads) if (work > LD_PARALLEL_MIN_WORK) schedule(dynamic, 1)
-    for (int64_t m = 0; m < Mg; m++) {
-        float b = bias ? bias[m] : 0.0f;
+    for (int64_t m = m0; m < m1; m++) {
+        float b = j->bias ? j->bias[m] : 0.0f;
         for (int64_t kh = 0; kh < s1; kh++)
             for (int64_t row = r0; row < r1; row++) {
-                float *yr = y + m * g->out_size + (row * s1 + kh) * g->out[2];
-                const float *c0 = col + ((m * s1 + kh) * s2) * ncols + (row - r0) * in2;
+                float *yr = j->y + m * g->out_size + (row * s1 + kh) * g->out[2];
+                const float *c0 = j->col + ((m * s1 + kh) * s2) * ncols + (row - r0) * in2;
                 if (s2 == 2 && ld_conv_direct_available()) {
                     ld_interleave2_add_f32(c0, c0 + ncols, b, yr, in2);
                 } else {
@@ -247,10 +250,28 @@ static void col2im_once_f32(const float *col, const ld_window_geom *g, int64_t M
                             yr[iw * s2 + kw] = b + c[iw];
                     }
                 }
-                if (round)
-                    round->block(round->user, 0, yr, g->out[2]);
+                if (j->round)
+                    j->round->block(j->round->user, 0, yr, g->out[2]);
             }
     }
+}
+
+/* col2im of a non-overlapping float32 ConvTranspose (see non_overlapping):
+ * y[m][ih * s1 + kh][iw * s2 + kw] = bias[m] + col[(m, kh, kw)][row][iw]
+ * for the input rows [r0, r1). Stride 2 in the width interleaves two column
+ * rows with vector permutes (AVX-512 or AVX2, conv_direct.c) when the CPU has them.
+ * round: NULL, or the backend's output rounding (kernel.h round_block), given
+ * each output row as soon as it is written. Channels go through the claim
+ * pool (conv_pool.h), one per claim. */
+static void col2im_once_f32(const float *col, const ld_window_geom *g, int64_t Mg, int64_t r0,
+                            int64_t r1, const float *bias, float *y, int threads,
+                            const ld_conv_round *round)
+{
+    int64_t work = Mg * g->k_size * (r1 - r0) * g->in[2];
+    col2im_once_job job = {.col = col, .bias = bias, .g = g, .r0 = r0, .r1 = r1, .y = y,
+                           .round = round};
+    ld_conv_pool_run(work > LD_PARALLEL_MIN_WORK ? threads : 1, Mg, 1, col2im_once_channels,
+                     &job);
 }
 
 static void fill_planes(void *y, const void *bias, int64_t planes, int64_t n, size_t es)
