@@ -213,7 +213,8 @@ typedef struct side_state {
 } side_state;
 
 TARGET static INLINE void loop_sides(const loop_consts *kc, const float *r, const float *t, int n,
-                                     side_state *st, const bool shifted)
+                                     side_state *st, const bool shifted, const bool screen,
+                                     const bool allclose)
 {
     side_state s = *st;
     for (int i16 = 0; i16 < n; i16 += 16) { /* n: a multiple of 16 */
@@ -226,6 +227,12 @@ TARGET static INLINE void loop_sides(const loop_consts *kc, const float *r, cons
             s.min_abs = _mm256_min_epu32(s.min_abs, _mm256_min_epu32(rb, tb));
             s.equal = _mm256_sub_epi32(s.equal,
                                        _mm256_castps_si256(_mm256_cmp_ps(rf, tf, _CMP_EQ_OQ)));
+            if (screen) { /* loop_screen's, sharing the loads and |r| */
+                __m256 af = _mm256_castsi256_ps(_mm256_and_si256(
+                    _mm256_castps_si256(_mm256_sub_ps(tf, rf)), kc->abs_mask));
+                s.fail = _mm256_or_ps(s.fail, screen_failures(af, _mm256_castsi256_ps(rb),
+                                                              kc->ta, kc->rt, allclose));
+            }
             s.r_min = _mm256_min_ps(s.r_min, rf);
             s.r_max = _mm256_max_ps(s.r_max, rf);
             s.t_min = _mm256_min_ps(s.t_min, tf);
@@ -520,11 +527,17 @@ TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
     is.kept_r = A->kept_r;
     is.kept_t = A->kept_t;
     uint32_t block_min = UINT32_MAX;
+    bool screen_next = false;
     for (int c = 0; c < A->m16; c += CHUNK) {
         int n = A->m16 - c < CHUNK ? A->m16 - c : CHUNK;
         const float *r = A->r + c, *t = A->t + c;
         ss.min_abs = _mm256_set1_epi32(-1); /* each chunk's own (n_chunk_min) */
-        loop_sides(kcp, r, t, n, &ss, shifted);
+        /* with the screen when the chunk before needed it (abs errors above
+           atol tend to come in runs: large values), else without */
+        if (screen_next)
+            loop_sides(kcp, r, t, n, &ss, shifted, true, allclose);
+        else
+            loop_sides(kcp, r, t, n, &ss, shifted, false, allclose);
         uint32_t chunk_min = reduce_min_epu32(ss.min_abs);
         R->chunk_min_abs[c / CHUNK] = chunk_min;
         block_min = chunk_min < block_min ? chunk_min : block_min;
@@ -550,8 +563,10 @@ TARGET static INLINE void kernel(const cmp_kernel_args *A, cmp_kernel_result *R,
             loop_errors(kcp, r, t, n, &es, out, keys, store, feed, true, false);
         /* no element of a chunk whose abs errors are all within atol fails
            (loop_screen): the verdict's screen runs only where one is not */
-        if (reduce_max(es.max_abs) > p->atol)
+        bool over = reduce_max(es.max_abs) > p->atol;
+        if (over && !screen_next)
             loop_screen(kcp, r, t, n, &ss.fail, allclose);
+        screen_next = over;
         es.max_abs = _mm256_max_pd(es.max_abs, block_max_abs);
         if (feed)
             loop_intervals(r, t, n, keys, lo2, hi2, lo_u, hi_u, &is, nv, nu);

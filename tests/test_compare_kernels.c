@@ -354,8 +354,9 @@ static void test_screen_atol_edges(void **state)
 
 /* The AVX2 kernel screens the verdict only in chunks of 512 holding an abs
  * error above atol (metrics_fast_avx2.c, loop_screen: no other element can
- * fail in either mode): blocks of errors within atol/2 with, in one or two
- * chunks (the first, a middle one, the last, a short last one), elements
+ * fail in either mode), in the float32 loop when the chunk before held one:
+ * blocks of errors within atol/2 with, in one or two chunks (the first, a
+ * middle one, the last, a short last one, two in a row), elements
  * that fail (|t - r| above atol, or 0 against a nonzero t), that exceed atol
  * but pass (a large |r|: rel within rtol, and within atol + rtol |r|), or
  * sit at exactly atol (pass: not above it), at chunk edges and inside,
@@ -371,7 +372,7 @@ static void screen_chunks_body(void)
     for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
         for (int mode = 0; mode < 2; mode++)
             for (int kind = 0; kind < 5; kind++)
-                for (int where = 0; where < 6; where++) {
+                for (int where = 0; where < 7; where++) {
                     int m = lengths[li];
                     cmp_params p = fp16_params(mode ? LD_TOL_ALLCLOSE : LD_TOL_POLYGRAPHY, atol,
                                                where % 2 == 1);
@@ -383,13 +384,15 @@ static void screen_chunks_body(void)
                     /* the chunk(s) and place: first element, last of a chunk,
                        first of the next, inside the last (short) chunk */
                     int last = m - 1, mid = (m / 1024) * 512;
-                    const int at[6][2] = {{0, -1}, {511, -1}, {512, 700}, {mid + 3, last},
-                                          {last, -1}, {100, mid + 511}};
+                    const int at[7][2] = {{0, -1}, {511, -1}, {512, 700}, {mid + 3, last},
+                                          {last, -1}, {100, mid + 511}, {100, 600}};
                     for (int e = 0; e < 2; e++) {
                         int i = at[where][e];
                         if (i < 0 || i >= m)
                             continue;
-                        switch ((kind + e) % 5) {
+                        /* where 6: chunks 0 and 1, the second's kind three on
+                           (one above atol that passes, then one that fails) */
+                        switch ((kind + e * (where == 6 ? 3 : 1)) % 5) {
                         case 0: /* fails: abs and rel about 2.7 atol */
                             r_f[i] = 1.5f;
                             t_f[i] = 1.5f + (float)(4 * atol);
