@@ -5,7 +5,8 @@
  * subnormals, exact matches, values beyond fp16 and failing elements in
  * every lane; blocks whose chunks hold no value below 2^emin, or one
  * zero or tiny reference; blocks holding a NaN or an infinity in any lane
- * refused with nothing counted; the verdict's screen at atol's edges; the
+ * refused with nothing counted; the verdict's screen at atol's edges and
+ * run only in the chunks with an abs error above atol; the
  * recount of only the chunks holding small values; and the interval feeding (the kept pairs,
  * in order, and the per-interval counts) against qsel_key_of element by element, with
  * every one of the 256 patterns of 8 lanes inside or outside occurring. */
@@ -411,6 +412,86 @@ static void test_screen_atol_edges(void **state)
     cmpt_each_kernel(screen_atol_body);
 }
 
+/* The AVX2 kernel screens the verdict only in chunks of 512 holding an abs
+ * error above atol (metrics_fast_avx2.c, loop_screen: no other element can
+ * fail in either mode), in the float32 loop when the chunk before held one:
+ * blocks of errors within atol/2 with, in one or two chunks (the first, a
+ * middle one, the last, a short last one, two in a row), elements
+ * that fail (|t - r| above atol, or 0 against a nonzero t), that exceed atol
+ * but pass (a large |r|: rel within rtol, and within atol + rtol |r|), or
+ * sit at exactly atol (pass: not above it), at chunk edges and inside,
+ * against the portable kernel (a skipped chunk's failure would go
+ * uncounted, a wrong chunk's first_fail index differ, the block's
+ * largest error be lost). */
+static void screen_chunks_body(void)
+{
+    if (!cmp_fast_available())
+        return;
+    const int lengths[] = {MAXLEN, 1040, 1536};
+    const double atol = 4.8828125e-3; /* 5 * 2^-10: t = r + atol is exact for r = 1.5 */
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+        for (int mode = 0; mode < 2; mode++)
+            for (int kind = 0; kind < 5; kind++)
+                for (int where = 0; where < 7; where++) {
+                    int m = lengths[li];
+                    cmp_params p = fp16_params(mode ? LD_TOL_ALLCLOSE : LD_TOL_POLYGRAPHY, atol,
+                                               where % 2 == 1);
+                    p.rtol = edge_rtol = atol;
+                    for (int i = 0; i < m; i++) {
+                        r_f[i] = (float)(urand() + 0.5);
+                        t_f[i] = r_f[i] + (float)((urand() - 0.5) * atol);
+                    }
+                    /* the chunk(s) and place: first element, last of a chunk,
+                       first of the next, inside the last (short) chunk */
+                    int last = m - 1, mid = (m / 1024) * 512;
+                    const int at[7][2] = {{0, -1}, {511, -1}, {512, 700}, {mid + 3, last},
+                                          {last, -1}, {100, mid + 511}, {100, 600}};
+                    for (int e = 0; e < 2; e++) {
+                        int i = at[where][e];
+                        if (i < 0 || i >= m)
+                            continue;
+                        /* where 6: chunks 0 and 1, the second's kind three on
+                           (one above atol that passes, then one that fails) */
+                        switch ((kind + e * (where == 6 ? 3 : 1)) % 5) {
+                        case 0: /* fails: abs and rel about 2.7 atol */
+                            r_f[i] = 1.5f;
+                            t_f[i] = 1.5f + (float)(4 * atol);
+                            break;
+                        case 1: /* fails: a zero reference */
+                            r_f[i] = 0.0f;
+                            t_f[i] = (float)(2 * atol);
+                            break;
+                        case 2: /* abs above atol, passes: rel 2^-10 */
+                            r_f[i] = 1024.0f;
+                            t_f[i] = 1025.0f;
+                            break;
+                        case 3: /* exactly atol, rel above rtol: passes */
+                            r_f[i] = 0.75f;
+                            t_f[i] = 0.75f + (float)atol;
+                            break;
+                        default: /* just above atol, rel above rtol: fails */
+                            r_f[i] = 0.75f;
+                            t_f[i] = nextafterf(0.75f + (float)atol, INFINITY);
+                            break;
+                        }
+                    }
+                    for (int i = 0; i < m; i++) {
+                        r_d[i] = r_f[i];
+                        t_d[i] = t_f[i];
+                    }
+                    char label[112];
+                    snprintf(label, sizeof label, "%s, %d elements, mode %d, kind %d, where %d",
+                             cmpt_kernel_name(), m, mode, kind, where);
+                    check_block_against_portable(&p, m, 77, label);
+                }
+}
+
+static void test_screen_chunks(void **state)
+{
+    (void)state;
+    cmpt_each_kernel(screen_chunks_body);
+}
+
 /* The AVX2 kernel reports each chunk's smallest |r| or |t|, and only the
  * chunks holding a zero, a subnormal, a reference below fp16's 2^-14 or an
  * underflow are recounted (metrics_fast.c, commit): blocks of various
@@ -668,6 +749,7 @@ int main(void)
         cmocka_unit_test(test_screen_edges),
         cmocka_unit_test(test_screen_atol_edges),
         cmocka_unit_test(test_rel_edges),
+        cmocka_unit_test(test_screen_chunks),
         cmocka_unit_test(test_small_chunks),
         cmocka_unit_test(test_specials_refused),
         cmocka_unit_test(test_feed_keeps_exactly),
