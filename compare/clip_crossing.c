@@ -11,12 +11,12 @@
  * so it must cost about a pass of memory, not a scalar widening of each
  * element three times. */
 #include <math.h>
-#include <stdatomic.h>
 #include <string.h>
 
 #include <immintrin.h>
 
 #include "compare/clip_crossing.h"
+#include "compare/metrics_internal.h"
 #include "layerdiff/round.h"
 
 #define BLOCK 4096
@@ -34,26 +34,12 @@ static bool is_float_dtype(ld_dtype d)
 
 /* ---- vector level ---------------------------------------------------------------------- */
 
-static atomic_int forced_portable;
-
-void ld_clip_crossing_force_portable(bool on)
-{
-    atomic_store(&forced_portable, on ? 1 : 0);
-}
-
+/* The comparator's level (compare/metrics_fast.c): AVX2 on AVX2 and AVX-512
+ * CPUs, portable under LAYERDIFF_NO_SIMD or a test's cmp_force_portable. */
 static bool use_avx2(void)
 {
 #if defined(__x86_64__)
-    static atomic_int known = -1; /* races write the same */
-    if (atomic_load(&forced_portable))
-        return false;
-    int v = atomic_load(&known);
-    if (v < 0) {
-        __builtin_cpu_init();
-        v = __builtin_cpu_supports("avx2") ? 1 : 0;
-        atomic_store(&known, v);
-    }
-    return v == 1;
+    return cmp_fast_available();
 #else
     return false;
 #endif

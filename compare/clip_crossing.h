@@ -27,8 +27,4 @@ bool ld_clip_crossing_applies(const char *op_type);
  * same element count only; anything else gives 0. */
 int64_t ld_clip_crossings(const ld_tensor *ref, const ld_tensor *test);
 
-/* Tests: true makes ld_clip_crossings take its portable loops even where the
- * CPU has AVX2 (process-wide; the answers are the same either way). */
-void ld_clip_crossing_force_portable(bool on);
-
 #endif

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "compare/clip_crossing.h"
+#include "compare/metrics_internal.h"
 #include "layerdiff/compare.h"
 #include "layerdiff/report.h"
 #include "layerdiff/round.h"
@@ -315,9 +316,9 @@ static void test_random_against_definition(void **state)
             for (int b = 0; b < 4; b++) {
                 ld_tensor *r = of_dtype(types[a], n, rv), *t = of_dtype(types[b], n, tv);
                 int64_t want = crossings_by_definition(r, t);
-                ld_clip_crossing_force_portable(true);
+                cmp_force_portable(true);
                 int64_t portable = ld_clip_crossings(r, t);
-                ld_clip_crossing_force_portable(false);
+                cmp_force_portable(false);
                 int64_t fast = ld_clip_crossings(r, t);
                 if (portable != want || fast != want)
                     fail_msg("trial %d n %d dtypes %d/%d: definition %lld, portable %lld, "
@@ -357,14 +358,14 @@ static void test_no_clip_is_not_zero(void **state)
 static int portable_setup(void **state)
 {
     (void)state;
-    ld_clip_crossing_force_portable(true);
+    cmp_force_portable(true);
     return 0;
 }
 
 static int portable_teardown(void **state)
 {
     (void)state;
-    ld_clip_crossing_force_portable(false);
+    cmp_force_portable(false);
     return 0;
 }
 
