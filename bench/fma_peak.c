@@ -15,6 +15,17 @@
  * the best trial, in GFLOP/s (2 per FMA lane). N defaults to every online
  * CPU; threads start together and the trial's time is the slowest thread's.
  *
+ * --mix conv runs the direct convolution's inner loop instead (conv_direct_body.h,
+ * the 4 x 3 tile the cost model picks for most layers): per iteration 3
+ * vector loads and 4 broadcast loads from a 4 KiB buffer, which stays in
+ * L1, and 12 FMAs into 12 accumulators. It never misses a cache, so its
+ * rate is what this core gives the kernels' instruction mix at the time:
+ * on a calm host about the FMA peak, on a host whose other tenants share
+ * the core's load ports and L1 much less (Zen 3 VMs: 57-95 GFLOP/s on one
+ * thread minutes apart, while the FMA loop stayed at 90-97). make bench
+ * runs it beside PaddleOCR det's runs to tell a slow kernel from a
+ * contended host.
+ *
  * Built -O2 with -fopenmp like the rest of the project: the vector code is
  * in functions with target attributes, picked at run time. */
 #include <immintrin.h>
@@ -74,6 +85,43 @@ __attribute__((target("avx2,fma"))) static float loop_avx2(long iters)
     return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
 }
 
+/* The conv tile's loop (see the header comment); buf: MIX_FLOATS floats. */
+#define MIX_FLOATS 1024
+static float mix_buf[MIX_FLOATS + 64] __attribute__((aligned(64)));
+
+#define MIX_TILE(VEC, LANES, LOADU, SET1, FMA)                                                 \
+    VEC acc[12];                                                                               \
+    for (int c = 0; c < 12; c++)                                                               \
+        acc[c] = SET1((float)c);                                                               \
+    for (long i = 0; i < iters; i++) {                                                         \
+        const float *p = mix_buf + (i & (MIX_FLOATS / (4 * LANES) - 1)) * 4 * LANES;           \
+        VEC x[3];                                                                              \
+        _Pragma("GCC unroll 3") for (int v = 0; v < 3; v++)                                    \
+            x[v] = LOADU(p + v * LANES);                                                       \
+        _Pragma("GCC unroll 4") for (int m = 0; m < 4; m++) {                                  \
+            const VEC w = SET1(p[3 * LANES + m]);                                              \
+            _Pragma("GCC unroll 3") for (int v = 0; v < 3; v++)                                \
+                acc[m * 3 + v] = FMA(w, x[v], acc[m * 3 + v]);                                 \
+        }                                                                                      \
+    }                                                                                          \
+    VEC sum = acc[0];                                                                          \
+    for (int c = 1; c < 12; c++)                                                               \
+        sum = FMA(sum, SET1(1.0f), acc[c]);
+
+__attribute__((target("avx512f"))) static float mix_avx512(long iters)
+{
+    MIX_TILE(__m512, 16, _mm512_loadu_ps, _mm512_set1_ps, _mm512_fmadd_ps)
+    return _mm512_reduce_add_ps(sum);
+}
+
+__attribute__((target("avx2,fma"))) static float mix_avx2(long iters)
+{
+    MIX_TILE(__m256, 8, _mm256_loadu_ps, _mm256_set1_ps, _mm256_fmadd_ps)
+    float out[8];
+    _mm256_storeu_ps(out, sum);
+    return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
+}
+
 static float loop_scalar(long iters)
 {
     float acc[FMA_CHAINS];
@@ -95,13 +143,15 @@ typedef struct unit {
     float (*loop)(long);
 } unit;
 
-static unit pick_unit(void)
+static unit pick_unit(bool mix)
 {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f"))
-        return (unit){"avx512f (512-bit FMA)", 16, FMA_CHAINS, loop_avx512};
+        return mix ? (unit){"avx512f conv tile 4x3 (L1)", 16, 12, mix_avx512}
+                   : (unit){"avx512f (512-bit FMA)", 16, FMA_CHAINS, loop_avx512};
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return (unit){"avx2+fma (256-bit FMA)", 8, FMA_CHAINS_AVX2, loop_avx2};
+        return mix ? (unit){"avx2+fma conv tile 4x3 (L1)", 8, 12, mix_avx2}
+                   : (unit){"avx2+fma (256-bit FMA)", 8, FMA_CHAINS_AVX2, loop_avx2};
     return (unit){"scalar C (no FMA unit found)", 1, FMA_CHAINS, loop_scalar};
 }
 
@@ -132,7 +182,8 @@ static int cmp_double(const void *a, const void *b)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: fma_peak [--threads N] [--seconds S] [--trials T] [--json]\n");
+    fprintf(stderr,
+            "usage: fma_peak [--threads N] [--seconds S] [--trials T] [--mix conv] [--json]\n");
     exit(2);
 }
 
@@ -141,7 +192,7 @@ int main(int argc, char **argv)
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = ncpu > 0 ? (int)ncpu : 1, trials = 5;
     double seconds = 0.2;
-    bool json = false;
+    bool json = false, mix = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
             threads = atoi(argv[++i]);
@@ -151,12 +202,16 @@ int main(int argc, char **argv)
             trials = atoi(argv[++i]);
         else if (strcmp(argv[i], "--json") == 0)
             json = true;
+        else if (strcmp(argv[i], "--mix") == 0 && i + 1 < argc && strcmp(argv[i + 1], "conv") == 0)
+            mix = true, i++;
         else
             usage();
     }
     if (threads < 1 || threads > 1024 || trials < 1 || trials > MAX_TRIALS || !(seconds > 0))
         usage();
-    unit u = pick_unit();
+    unit u = pick_unit(mix);
+    for (int i = 0; i < MIX_FLOATS + 64; i++)
+        mix_buf[i] = 1e-3f * (float)(i % 97);
     volatile float sink = 0;
     /* Calibrate: grow the count until one run takes >= 20 ms (also warms
      * up the clock and the vector unit's power state). */
@@ -175,10 +230,12 @@ int main(int argc, char **argv)
                                : 0.5 * (rates[trials / 2 - 1] + rates[trials / 2]);
     double best = rates[trials - 1];
     if (json)
-        printf("{\"unit\": \"%s\", \"threads\": %d, \"trials\": %d, \"median_gflops\": %.2f, "
-               "\"best_gflops\": %.2f}\n", u.name, threads, trials, median, best);
+        printf("{\"unit\": \"%s\", \"mix\": \"%s\", \"threads\": %d, \"trials\": %d, "
+               "\"median_gflops\": %.2f, \"best_gflops\": %.2f}\n",
+               u.name, mix ? "conv" : "fma", threads, trials, median, best);
     else
-        printf("fp32 FMA peak, %s, %d thread%s: median %.1f GFLOP/s, best %.1f (%d trials)\n",
-               u.name, threads, threads == 1 ? "" : "s", median, best, trials);
+        printf("fp32 %s, %s, %d thread%s: median %.1f GFLOP/s, best %.1f (%d trials)\n",
+               mix ? "conv-tile mix" : "FMA peak", u.name, threads, threads == 1 ? "" : "s",
+               median, best, trials);
     return 0;
 }

@@ -9,6 +9,10 @@
 #   - the fp32 FMA peak (bench/fma_peak: registers only, widest vector unit),
 #     on 1 thread and on every CPU, at the start and at the end (the best
 #     trial counts: other processes only ever lower it);
+#   - beside PaddleOCR det's runs (before and after those of each thread
+#     count), the direct convolution's tile loop from L1 (fma_peak --mix
+#     conv): the rate the core gives the kernels' instruction mix at that
+#     time, against which det's conv/gemm rate is also shown;
 #   - for the CNN fixture (batch 1 and 32), the transformer fixture (batch 8)
 #     and PaddleOCR det at 1x3x640x640 (skipped when models/ lacks it), each
 #     on 1 thread and on every CPU: the reference backend's run time, its
@@ -153,6 +157,12 @@ for c in "${CASES[@]}"; do
     fi
     log "bench: $name, $t thread(s): $what ..."
     run_one "$name" discard "$t" 0 "$model" "$extra" # page cache, CPU frequency
+    # PaddleOCR det's runs are bracketed by the conv tile's instruction mix
+    # from L1 (fma_peak --mix conv): what the core gives the kernels' loop
+    # right then, which the host's other tenants move (docs/architecture.md).
+    if [ "$name" = ppocr-det ]; then
+      "$FMA" --threads "$t" --mix conv --trials 3 --json >>"$WORK/mix_$t.json"
+    fi
     for ((r = 1; r <= REPS; r++)); do
       run_one "$name" cold "$t" "$r" "$model" "$extra"
       run_one "$name" warm "$t" "$r" "$model" "$extra" --warmup 2
@@ -161,6 +171,9 @@ for c in "${CASES[@]}"; do
           --warmup 2
       fi
     done
+    if [ "$name" = ppocr-det ]; then
+      "$FMA" --threads "$t" --mix conv --trials 3 --json >>"$WORK/mix_$t.json"
+    fi
   done
   # Peak RSS with every layer dumped, against the cold runs on all CPUs.
   log "bench: $name: runs with --dump of every layer ..."
@@ -334,6 +347,7 @@ log "bench: fp32 FMA peak again ..."
 "$FMA" --threads "$NPROC" --trials "$REPS" --json >>"$WORK/fma_all.json"
 "$PY" scripts/bench_report.py --manifest "$MANIFEST" --fma1 "$WORK/fma_1.json" \
   --fma-all "$WORK/fma_all.json" --work "$WORK" --nproc "$NPROC" \
+  --mix1 "$WORK/mix_1.json" --mix-all "$WORK/mix_$NPROC.json" \
   --user-blas-env "${USER_CORE:+LAYERDIFF_BLAS_CORETYPE=$USER_CORE ($USER_CORE_WHY)}" \
   --compare-throughput "$COMPARE_TP_JSON" \
   --live-compare "$LIVE_MANIFEST" \

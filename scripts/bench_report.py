@@ -128,6 +128,10 @@ def main():
     ap.add_argument("--fma-all", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--nproc", type=int, required=True)
+    ap.add_argument("--mix1", default="",
+                    help="fma_peak --mix conv --json lines beside det's 1-thread runs")
+    ap.add_argument("--mix-all", default="",
+                    help="the same beside det's runs on every CPU")
     ap.add_argument("--user-blas-env", default="")
     ap.add_argument("--compare-throughput", default="",
                     help="bench/compare_throughput --json output ('' = not measured)")
@@ -203,6 +207,7 @@ def main():
                   for m, t, v in best)))
     if users:
         print("* warm, with %s: %s" % (a.user_blas_env, users[0][1]["description"]))
+    mix = conv_mix(a, peak, summ)
 
     # RSS
     print()
@@ -275,6 +280,7 @@ def main():
         "blas": re.sub(r"(, \d+ threads?)?(; \d+ elementwise nodes fused .*)?$", "", any_run["description"] or "?"),
         "user_blas_env": a.user_blas_env or None,
         "fma_peak": {str(t): f for t, f in fma.items()},
+        "conv_tile_mix": mix,
         "cases": [dict(case=k[0], mode=k[1], threads=k[2], **v) for k, v in sorted(summ.items())
                   if not k[1].startswith("policy-")],
         "rss": rss,
@@ -291,6 +297,32 @@ def main():
         f.write("\n")
     print()
     print("bench: wrote %s" % a.out)
+
+
+def conv_mix(a, peak, summ):
+    """The conv tile's loop from L1 (fma_peak --mix conv) measured before
+    and after det's runs of each thread count: printed with det's conv/gemm
+    rate against it. Information only: the goal is judged on the FMA peak."""
+    out = {}
+    for t, path in ((1, a.mix1), (a.nproc, a.mix_all)):
+        if not path or not os.path.exists(path):
+            continue
+        runs = [json.loads(line) for line in open(path) if line.strip()]
+        if not runs:
+            continue
+        rate = median([r["median_gflops"] for r in runs])
+        warm = summ.get((GOAL_MODEL, "warm", t))
+        det = warm["conv_gflops"] if warm else None
+        out[str(t)] = {"medians": [r["median_gflops"] for r in runs], "gflops": rate,
+                       "of_fma_peak": rate / peak[t] if peak.get(t) else None,
+                       "det_warm_share": det / rate if det and rate else None}
+    if out:
+        print("conv tile loop from L1 beside %s's runs (fma_peak --mix conv; information: what "
+              "the core gave the kernels' instruction mix then): %s" % (GOAL_MODEL, ", ".join(
+                  "%st %s GFLOP/s = %s of the FMA peak, det warm conv at %s of it" % (
+                      t, fmt(v["gflops"], ".1f"), fmt(v["of_fma_peak"], ".2f"),
+                      fmt(v["det_warm_share"], ".2f")) for t, v in out.items())))
+    return out
 
 
 def compare_throughput(path):
