@@ -36,6 +36,7 @@
 
 #include "backends/kernels/conv_direct_internal.h"
 #include "backends/kernels/conv_pool.h"
+#include "backends/pool.h"
 
 #define MAX_KROWS 256 /* kernel rows (depth x height) */
 /* Products below this many multiply-adds stay on the calling thread: a
@@ -336,7 +337,10 @@ static const float *packed_weights(const float *w, int64_t m_stride, int64_t c_s
     ld_conv_direct_pack_clear(cache);
     size_t bytes = ((size_t)((M + MB - 1) / MB * MB) * (size_t)C * (size_t)k_size *
                         sizeof(float) + 63) / 64 * 64;
-    float *data = aligned_alloc(64, bytes);
+    /* From the process-wide arena (backends/pool.h: huge pages): in a
+     * run's first pass every node packs, and aligned_alloc's fresh 4 KiB
+     * pages cost a VM page fault each (0.2-0.9 GB/s here). */
+    float *data = ld_buffer_alloc(bytes);
     if (!data) {
         pack_weights(w, m_stride, c_stride, C, M, k_size, MB, into);
         return into;
@@ -349,7 +353,7 @@ static const float *packed_weights(const float *w, int64_t m_stride, int64_t c_s
 
 void ld_conv_direct_pack_clear(ld_conv_direct_pack *cache)
 {
-    free(cache->data);
+    ld_buffer_free(cache->data);
     memset(cache, 0, sizeof *cache);
 }
 
