@@ -5,7 +5,8 @@
  * present), on geometries with channel tails (M not a multiple of 3),
  * column tails (W not a multiple of 8, W < 8), no bias, and special values
  * (signed zeros, infinities, NaN), outputs large enough for its streaming
- * stores; the output-rounding callback sees every
+ * stores, inputs packed and read in place (one output channel, too many
+ * input channels); the output-rounding callback sees every
  * output row once; and the whole operator (conv_transpose.c) gives the same
  * bits with the fused level and without, on 1 and 2 threads, with groups
  * and batches. Skipped with a message when the CPU lacks AVX2 + FMA. */
@@ -185,6 +186,8 @@ static void test_kernel_bits(void **state)
     /* C = 1 and a long chain */
     check_case(1, 3, 2, 17, true, false);
     check_case(67, 6, 2, 19, true, false);
+    /* too many channels for the kernel's packed rows (32 KiB): read in place */
+    check_case(300, 2, 1, 17, true, false);
 }
 
 static void test_kernel_special_values(void **state)
