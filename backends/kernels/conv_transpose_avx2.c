@@ -140,11 +140,13 @@ typedef void (*tile_fn)(const float *, int64_t, const float *, const float *, fl
 /* Outputs of at least this many bytes (all channels) are written with
  * streaming stores: they are far larger than L2, and plain stores first
  * read every line they write (write-allocate). PaddleOCR det's 24 -> 24
- * upsampling (9.8 MB out) on Zen 3, 1 thread, interleaved A/B, medians of
- * 9: 4.3 -> 3.0 ms, and on 2 threads 3.8 -> 2.9 ms; the elementwise nodes
- * reading it next then took 0-0.6 ms more (now from memory rather than
- * L3), less than the gain. Its 24 -> 1 layer (1.6 MB out) gained nothing
- * and keeps plain stores. */
+ * upsampling (9.8 MB out) on Zen 3, AVX2, interleaved A/B, medians of 9-11
+ * (det run, per-node times): before the input rows were packed 4.3 -> 3.0
+ * ms on 1 thread, 3.8 -> 2.9 on 2; with them, 3.5 -> 2.1 on 1 thread and
+ * 1.5 -> 1.1 on 2. The nodes reading its output next (Add, BatchNorm,
+ * Relu, the next ConvTranspose) then read it from memory rather than L3:
+ * 0-0.6 ms more on 1 thread, ~0.4 ms on 2 (about the gain there). Its
+ * 24 -> 1 layer (1.6 MB out) gained nothing and keeps plain stores. */
 #define STREAM_MIN_BYTES ((int64_t)4 << 20)
 
 /* Columns [iw0, W) of input row ih (fewer than a vector), one output at a
