@@ -24,6 +24,7 @@
 #include "backends/kernels/conv_common.h"
 #include "backends/kernels/conv_direct.h"
 #include "backends/kernels/conv_pool.h"
+#include "backends/kernels/conv_transpose_fast.h"
 #include "backends/kernels/kernels.h"
 
 #define CONVT_TILE_BYTES ((size_t)8 << 20)
@@ -274,6 +275,41 @@ static void col2im_once_f32(const float *col, const ld_window_geom *g, int64_t M
                      &job);
 }
 
+/* 2-D, kernel 2x2 = stride, no padding or dilation, output exactly 2H x 2W:
+ * what conv_transpose_avx2.c computes in one pass. */
+static bool fused_2x2(const ld_window_geom *g)
+{
+    return g->nd == 2 && non_overlapping(g) && g->k[1] == 2 && g->k[2] == 2;
+}
+
+typedef struct {
+    const float *x, *w, *bias;
+    float *y;
+    int64_t C, M, H, W;
+    const ld_conv_round *round;
+} fused_job;
+
+static void fused_rows(void *arg, int worker, int64_t r0, int64_t r1)
+{
+    (void)worker;
+    const fused_job *j = arg;
+    ld_convt2x2_rows_f32_avx2(j->x, j->w, j->bias, j->y, j->C, j->M, j->H, j->W, r0, r1,
+                              j->round);
+}
+
+/* One image and group of a fused_2x2 float32 ConvTranspose: input rows go
+ * through the claim pool (conv_pool.h), a few per claim; each writes its
+ * own output rows, so the thread count changes no result. */
+static void fused_2x2_f32(const float *x, const float *w, const float *bias, float *y,
+                          int64_t Cg, int64_t Mg, const ld_window_geom *g, int threads,
+                          const ld_conv_round *round)
+{
+    fused_job job = {.x = x, .w = w, .bias = bias, .y = y, .C = Cg, .M = Mg, .H = g->in[1],
+                     .W = g->in[2], .round = round};
+    int64_t work = Mg * 4 * Cg * g->in_size;
+    ld_conv_pool_run(work > LD_PARALLEL_MIN_WORK ? threads : 1, g->in[1], 4, fused_rows, &job);
+}
+
 static void fill_planes(void *y, const void *bias, int64_t planes, int64_t n, size_t es)
 {
     for (int64_t r = 0; r < planes; r++) {
@@ -303,6 +339,7 @@ static ld_status convt_compute(ld_kernel_ctx *ctx)
      * non-overlapping col2im writes bias + column once */
     bool direct = p.es == 4 && !ac.half && ld_conv_direct_available();
     bool once = direct && non_overlapping(g);
+    bool fused = once && fused_2x2(g) && ld_convt_level_active() == LD_CONVT_AVX2;
     for (int64_t n = 0; n < p.N && !once; n++)
         fill_planes((char *)p.y + (size_t)(n * p.M * g->out_size) * p.es, p.b, p.M, g->out_size,
                     p.es);
@@ -311,6 +348,24 @@ static ld_status convt_compute(ld_kernel_ctx *ctx)
         for (int64_t n = 0; n < p.N && once; n++) /* bias only */
             fill_planes((char *)p.y + (size_t)(n * p.M * g->out_size) * p.es, p.b, p.M,
                         g->out_size, p.es);
+        return LD_OK;
+    }
+    /* the backend's output rounding, row by row as col2im writes them once */
+    const ld_tensor *out = ctx->outputs[0];
+    ld_conv_round round = {ctx->round_block, ctx->round_user};
+    bool rounds = once && ctx->round_block && out->dtype == LD_DTYPE_FLOAT32;
+    ctx->flops += (int64_t)(2.0 * (double)p.N * (double)p.group * (double)rows_k *
+                            (double)(rows * row_len) * (double)Cg);
+    if (fused) {
+        for (int64_t n = 0; n < p.N; n++)
+            for (int64_t gr = 0; gr < p.group; gr++)
+                fused_2x2_f32((const float *)p.x + (n * p.C + gr * Cg) * g->in_size,
+                              (const float *)p.w + gr * Cg * rows_k,
+                              p.b ? (const float *)p.b + gr * Mg : NULL,
+                              (float *)p.y + (n * p.M + gr * Mg) * g->out_size, Cg, Mg, g,
+                              ctx->threads, rounds ? &round : NULL);
+        if (rounds)
+            ctx->rounded_outputs |= 1u;
         return LD_OK;
     }
     size_t row_bytes = (size_t)rows_k * (size_t)row_len * p.es;
@@ -327,13 +382,7 @@ static ld_status convt_compute(ld_kernel_ctx *ctx)
     if (!col)
         return ld_kernel_fail(ctx, LD_ERR_NOMEM, "cannot allocate %zu bytes of scratch",
                               col_bytes + pack_bytes);
-    /* the backend's output rounding, row by row as col2im writes them once */
-    const ld_tensor *out = ctx->outputs[0];
-    ld_conv_round round = {ctx->round_block, ctx->round_user};
-    bool rounds = once && ctx->round_block && out->dtype == LD_DTYPE_FLOAT32;
     ld_blas_set_threads(ctx->threads);
-    ctx->flops += (int64_t)(2.0 * (double)p.N * (double)p.group * (double)rows_k *
-                            (double)(rows * row_len) * (double)Cg);
     for (int64_t n = 0; n < p.N; n++)
         for (int64_t gr = 0; gr < p.group; gr++) {
             const char *x = (const char *)p.x + (size_t)((n * p.C + gr * Cg) * g->in_size) * p.es;

@@ -1,0 +1,233 @@
+/* layerdiff — ConvTranspose 2x2 stride 2 in one pass (see conv_transpose_fast.h).
+ *
+ * Why. conv_transpose.c computes a ConvTranspose as a product (columns
+ * W^T X, one row per output channel and kernel offset) and then col2im,
+ * which for kernel = stride only interleaves two column rows into each
+ * output row and adds the bias. PaddleOCR det's two 2x2 upsamplings (24 ->
+ * 24 channels at 160x160 and 24 -> 1 at 320x320) have only C = 24 terms
+ * per sum, so that product spent much of its time on what surrounds the
+ * multiply-adds (copying input spans, storing and reloading 9.8 MB of
+ * columns through L2, a second pass to interleave them): on Zen 3, AVX2,
+ * 1 thread, the 24 -> 24 layer ran at 25-38 GFLOP/s of a 96 peak.
+ *
+ * How. For one input row ih, one output channel and 24 input columns, a
+ * tile of 4 kernel offsets x 3 vectors of sums stays in registers over all
+ * C input channels, then each of the two output rows (kh = 0, 1) gets its
+ * 48 outputs once: bias + sum for kw = 0 and 1, interleaved. The input row
+ * of all channels (C x W floats, copied to a small buffer) stays in L1
+ * across the output channels, and the next row is prefetched (one stream per input channel:
+ * more than the hardware prefetcher follows).
+ *
+ * Same bits as the product + col2im: each sum is the FMA chain over c =
+ * 0..C-1 starting from +0 (ld_gemm_direct_f32's documented order), and the
+ * output is bias + sum (bias first, as ld_interleave2_add_f32; +0 without
+ * bias, which turns a -0 sum into +0 as before). Columns past the last full
+ * vector run the same chain one at a time with fmaf. */
+#include "backends/kernels/conv_transpose_fast.h"
+
+#include <immintrin.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "backends/kernels/conv_direct_internal.h"
+
+#define LANES 8
+/* The per-call stack buffer of packed input rows (32 KiB). */
+#define PACK_FLOATS 8192
+
+bool ld_convt_level_supported(ld_convt_level level)
+{
+    switch (level) {
+    case LD_CONVT_NONE:
+        return true;
+    case LD_CONVT_AVX2:
+        return ld_conv_direct_level_supported(LD_CONV_DIRECT_AVX2);
+    default:
+        return false;
+    }
+}
+
+static atomic_int forced_level = LD_CONVT_AUTO;
+
+ld_convt_level ld_convt_level_active(void)
+{
+    int f = atomic_load(&forced_level);
+    if (f != LD_CONVT_AUTO)
+        return (ld_convt_level)f;
+    return ld_conv_direct_level_active() == LD_CONV_DIRECT_AVX2 ? LD_CONVT_AVX2 : LD_CONVT_NONE;
+}
+
+bool ld_convt_force_level(ld_convt_level level)
+{
+    if (level != LD_CONVT_AUTO && !ld_convt_level_supported(level))
+        return false;
+    atomic_store(&forced_level, (int)level);
+    return true;
+}
+
+/* Output channel m x input columns [iw0, iw0 + NV * 8) of input row ih
+ * (xb: x at channel 0, row ih, column iw0): 4 NV sums over all C
+ * channels, then the two output rows 2 ih + kh written from column 2 iw0
+ * on. Per channel NV input loads and 4 weight broadcasts feed 4 NV FMAs;
+ * 12 chains (NV 3) hide the FMA latency. One channel per tile measured
+ * faster on Zen 3 than three channels x one vector (more broadcasts per
+ * FMA), and reading the C input rows in place as fast as packing them. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+tile(const float *xb, int64_t cs, const float *w, const float *bias, float *y, int64_t C,
+     int64_t M, int64_t H, int64_t W, int64_t ih, int64_t m, int64_t iw0, const int NV,
+     const int NT)
+{
+    __m256 acc[4][3];
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; t++)
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++)
+            acc[t][v] = _mm256_setzero_ps();
+    const float *wc = w + m * 4;
+    const int64_t plane = H * W;
+    for (int64_t c = 0; c < C; c++, xb += cs, wc += M * 4) {
+        __m256 xv[3];
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++)
+            xv[v] = _mm256_loadu_ps(xb + v * LANES);
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+            const __m256 wv = _mm256_broadcast_ss(wc + t);
+#pragma GCC unroll 3
+            for (int v = 0; v < NV; v++)
+                acc[t][v] = _mm256_fmadd_ps(wv, xv[v], acc[t][v]);
+        }
+    }
+    const __m256 bv = _mm256_set1_ps(bias ? bias[m] : 0.0f);
+#pragma GCC unroll 2
+    for (int kh = 0; kh < 2; kh++) {
+        float *yr = y + m * 4 * plane + (2 * ih + kh) * 2 * W + 2 * iw0;
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++) {
+            __m256 a = _mm256_add_ps(bv, acc[2 * kh][v]);
+            __m256 b = _mm256_add_ps(bv, acc[2 * kh + 1][v]);
+            __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+            __m256 y0 = _mm256_permute2f128_ps(lo, hi, 0x20);
+            __m256 y1 = _mm256_permute2f128_ps(lo, hi, 0x31);
+            if (NT) { /* whole aligned 64-byte lines (see STREAM_MIN_BYTES) */
+                _mm256_stream_ps(yr + 2 * v * LANES, y0);
+                _mm256_stream_ps(yr + 2 * v * LANES + LANES, y1);
+            } else {
+                _mm256_storeu_ps(yr + 2 * v * LANES, y0);
+                _mm256_storeu_ps(yr + 2 * v * LANES + LANES, y1);
+            }
+        }
+    }
+}
+
+#define DEFINE_TILE(NV, NT, NAME)                                                              \
+    __attribute__((target("avx2,fma"))) static void NAME(                                      \
+        const float *xb, int64_t cs, const float *w, const float *bias, float *y, int64_t C,   \
+        int64_t M, int64_t H, int64_t W, int64_t ih, int64_t m, int64_t iw0)                   \
+    {                                                                                          \
+        tile(xb, cs, w, bias, y, C, M, H, W, ih, m, iw0, NV, NT);                              \
+    }
+DEFINE_TILE(3, 0, tile3)
+DEFINE_TILE(2, 0, tile2)
+DEFINE_TILE(1, 0, tile1)
+DEFINE_TILE(3, 1, stream3)
+DEFINE_TILE(2, 1, stream2)
+DEFINE_TILE(1, 1, stream1)
+
+typedef void (*tile_fn)(const float *, int64_t, const float *, const float *, float *, int64_t,
+                        int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+
+/* Outputs of at least this many bytes (all channels) are written with
+ * streaming stores: they are far larger than L2, and plain stores first
+ * read every line they write (write-allocate). PaddleOCR det's 24 -> 24
+ * upsampling (9.8 MB out) on Zen 3, AVX2, interleaved A/B, medians of 9-11
+ * (det run, per-node times): before the input rows were packed 4.3 -> 3.0
+ * ms on 1 thread, 3.8 -> 2.9 on 2; with them, 3.5 -> 2.1 on 1 thread and
+ * 1.5 -> 1.1 on 2. The nodes reading its output next (Add, BatchNorm,
+ * Relu, the next ConvTranspose) then read it from memory rather than L3:
+ * 0-0.6 ms more on 1 thread, ~0.4 ms on 2 (about the gain there). Its
+ * 24 -> 1 layer (1.6 MB out) gained nothing and keeps plain stores. */
+#define STREAM_MIN_BYTES ((int64_t)4 << 20)
+
+/* Columns [iw0, W) of input row ih (fewer than a vector), one output at a
+ * time in the same order. */
+__attribute__((target("avx2,fma"))) static void tail_columns(const float *x, const float *w,
+                                                             const float *bias, float *y,
+                                                             int64_t C, int64_t M, int64_t H,
+                                                             int64_t W, int64_t ih, int64_t iw0)
+{
+    const int64_t plane = H * W;
+    for (int64_t m = 0; m < M; m++) {
+        float b = bias ? bias[m] : 0.0f;
+        for (int64_t t = 0; t < 4; t++) {
+            float *yr = y + m * 4 * plane + (2 * ih + t / 2) * 2 * W + t % 2;
+            for (int64_t iw = iw0; iw < W; iw++) {
+                float acc = 0.0f;
+                for (int64_t c = 0; c < C; c++)
+                    acc = __builtin_fmaf(w[(c * M + m) * 4 + t], x[c * plane + ih * W + iw], acc);
+                yr[2 * iw] = b + acc;
+            }
+        }
+    }
+}
+
+/* Asks for input row ih of every channel (one stream per channel). */
+static void prefetch_row(const float *x, int64_t C, int64_t H, int64_t W, int64_t ih)
+{
+    for (int64_t c = 0; c < C; c++) {
+        const char *r = (const char *)(x + c * H * W + ih * W);
+        for (int64_t b = 0; b < W * (int64_t)sizeof(float); b += 64)
+            __builtin_prefetch(r + b, 0, 3);
+    }
+}
+
+void ld_convt2x2_rows_f32_avx2(const float *x, const float *w, const float *bias, float *y,
+                               int64_t C, int64_t M, int64_t H, int64_t W, int64_t ih0,
+                               int64_t ih1, const ld_conv_round *round)
+{
+    const int64_t full = W / LANES * LANES; /* columns in whole vectors */
+    /* streaming stores need aligned rows (and a rounding callback would
+     * read each row back right away) */
+    const bool stream = !round && M * 4 * H * W * (int64_t)sizeof(float) >= STREAM_MIN_BYTES &&
+                        W % 4 == 0 && (uintptr_t)y % 32 == 0;
+    const tile_fn t3 = stream ? stream3 : tile3, t2 = stream ? stream2 : tile2,
+                  t1 = stream ? stream1 : tile1;
+    float buf[PACK_FLOATS];
+    /* With more than one output channel the input row of every channel is
+     * read once per channel: copied here rows ld floats apart (64 bytes
+     * off a multiple of 4 KiB), they stay in L1. In place, det's 160x160
+     * planes (100 KiB apart) put all 24 rows in the same L1 sets and the
+     * loads waited on L2: 1 thread, CPU time, interleaved, means of 40,
+     * 3.5 -> 3.0 ms. One output channel reads each input once: no copy. */
+    const int64_t ld = (full + 15) / 16 * 16 + 16;
+    const bool pack = M >= 2 && C * ld <= PACK_FLOATS;
+    for (int64_t ih = ih0; ih < ih1; ih++) {
+        if (ih + 1 < H)
+            prefetch_row(x, C, H, W, ih + 1);
+        const float *xr = x + ih * W;
+        int64_t cs = H * W;
+        if (pack) {
+            for (int64_t c = 0; c < C; c++)
+                memcpy(buf + c * ld, xr + c * H * W, (size_t)full * sizeof *buf);
+            xr = buf, cs = ld;
+        }
+        for (int64_t m = 0; m < M; m++) {
+            int64_t i = 0;
+            for (; i + 3 * LANES <= full; i += 3 * LANES)
+                t3(xr + i, cs, w, bias, y, C, M, H, W, ih, m, i);
+            for (; i + 2 * LANES <= full; i += 2 * LANES)
+                t2(xr + i, cs, w, bias, y, C, M, H, W, ih, m, i);
+            for (; i < full; i += LANES)
+                t1(xr + i, cs, w, bias, y, C, M, H, W, ih, m, i);
+        }
+        if (full < W)
+            tail_columns(x, w, bias, y, C, M, H, W, ih, full);
+        if (round)
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t kh = 0; kh < 2; kh++)
+                    round->block(round->user, 0, y + m * 4 * H * W + (2 * ih + kh) * 2 * W,
+                                 2 * W);
+    }
+    if (stream)
+        _mm_sfence(); /* the streamed stores before the pool's hand-back */
+}
