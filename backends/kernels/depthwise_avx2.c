@@ -306,7 +306,7 @@ static void padded_plane_run(const float *xp, const float *wp, float bias, float
  * 1.3 -> 1.6 ms), so stride 1 keeps the blocks below. The same taps in the
  * same order as the other paths, padding taps adding +-0 to a sum that is
  * never -0. */
-#define WIDE_MAX_FLOATS 12288
+#define WIDE_MAX_FLOATS 12288 /* the ring: 48 KiB of stack */
 /* Input rows are asked for this many rows before wide_row copies them:
  * it reads two whole rows per output row in a burst, which the hardware
  * prefetcher did not keep up with. Zen 3, AVX2, 1 thread, CPU time, inputs
@@ -319,7 +319,7 @@ static void prefetch_row(const float *src, int64_t n)
 {
     for (int64_t b = 0; b < n * (int64_t)sizeof(float); b += 64)
         __builtin_prefetch((const char *)src + b, 0, 3);
-} /* the ring: 48 KiB of stack */
+}
 
 typedef struct wide_plane {
     int64_t phases, phase_len, ring, blocks;
