@@ -104,6 +104,15 @@ void ld_scratch_release(void);
 void ld_im2col(const void *x, int64_t C, const ld_window_geom *g, int64_t p0, int64_t p1,
                void *col, size_t elem_size, int threads);
 
+/* Asks for the n floats at p, one prefetch per 64-byte line: for rows the
+ * convolutions read a little later from many planes at once, more streams
+ * than the hardware prefetcher follows. */
+static inline void ld_prefetch_floats(const float *p, int64_t n)
+{
+    for (int64_t b = 0; b < n * (int64_t)sizeof(float); b += 64)
+        __builtin_prefetch((const char *)p + b, 0, 3);
+}
+
 /* First output index o in [0, out) whose input position o*s - pb + koff
  * is >= 0, and one past the last whose position is < in. */
 static inline void ld_window_valid_range(int64_t in, int64_t out, int64_t s, int64_t pb,

@@ -504,9 +504,7 @@ static void prefetch_row(const float *x, const ld_window_geom *g, int64_t r, int
     int64_t ih = r - g->pb[1];
     if (ih < 0 || ih >= g->in[1])
         return;
-    const char *src = (const char *)(x + c * g->in_size + ih * g->in[2]);
-    for (int64_t b = 0; b < g->in[2] * (int64_t)sizeof(float); b += 64)
-        __builtin_prefetch(src + b, 0, 3);
+    ld_prefetch_floats(x + c * g->in_size + ih * g->in[2], g->in[2]);
 }
 
 /* Points rows[kd * KH + kh] at the repacked input rows output row `row`

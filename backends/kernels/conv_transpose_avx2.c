@@ -174,11 +174,8 @@ __attribute__((target("avx2,fma"))) static void tail_columns(const float *x, con
 /* Asks for input row ih of every channel (one stream per channel). */
 static void prefetch_row(const float *x, int64_t C, int64_t H, int64_t W, int64_t ih)
 {
-    for (int64_t c = 0; c < C; c++) {
-        const char *r = (const char *)(x + c * H * W + ih * W);
-        for (int64_t b = 0; b < W * (int64_t)sizeof(float); b += 64)
-            __builtin_prefetch(r + b, 0, 3);
-    }
+    for (int64_t c = 0; c < C; c++)
+        ld_prefetch_floats(x + c * H * W + ih * W, W);
 }
 
 void ld_convt2x2_rows_f32_avx2(const float *x, const float *w, const float *bias, float *y,

@@ -315,12 +315,6 @@ static void padded_plane_run(const float *xp, const float *wp, float bias, float
  * blocks path below, at stride 1, made it 5-10% slower.) */
 #define PREFETCH_ROWS 8
 
-static void prefetch_row(const float *src, int64_t n)
-{
-    for (int64_t b = 0; b < n * (int64_t)sizeof(float); b += 64)
-        __builtin_prefetch((const char *)src + b, 0, 3);
-}
-
 typedef struct wide_plane {
     int64_t phases, phase_len, ring, blocks;
 } wide_plane;
@@ -415,7 +409,7 @@ static void wide_plane_run(const float *xp, const float *wp, float bias, float *
                 held[slot] = r;
                 int64_t ahead = r + PREFETCH_ROWS - g->pb[1];
                 if (ahead >= 0 && ahead < g->in[1])
-                    prefetch_row(xp + ahead * g->in[2], g->in[2]);
+                    ld_prefetch_floats(xp + ahead * g->in[2], g->in[2]);
             }
             rows[kh] = ring + slot * row_floats;
         }
