@@ -152,7 +152,11 @@ static unit pick_unit(bool mix)
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         return mix ? (unit){"avx2+fma conv tile 4x3 (L1)", 8, 12, mix_avx2}
                    : (unit){"avx2+fma (256-bit FMA)", 8, FMA_CHAINS_AVX2, loop_avx2};
-    return (unit){"scalar C (no FMA unit found)", 1, FMA_CHAINS, loop_scalar};
+    /* No vector FMA unit: the conv tile's loop has no meaning there, so
+     * --mix conv runs the scalar FMA loop and its name says so. */
+    return mix ? (unit){"scalar C (no FMA unit found; no conv tile mix: the plain FMA loop)", 1,
+                        FMA_CHAINS, loop_scalar}
+               : (unit){"scalar C (no FMA unit found)", 1, FMA_CHAINS, loop_scalar};
 }
 
 /* Seconds for `iters` iterations on every thread at once (the slowest). */
