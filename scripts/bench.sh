@@ -85,7 +85,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-MANIFEST=$WORK/manifest.tsv # case, mode, threads, rep, profile JSON, note
+MANIFEST=$WORK/manifest.tsv # case, mode, threads, rep, profile JSON, other load
 : >"$MANIFEST"
 
 # The kernel the environment asks for, kept aside (see the header): the
@@ -129,19 +129,28 @@ else
   log "bench: skipping PaddleOCR det: $DET is missing (scripts/fetch-models.sh fetches it)"
 fi
 
+# cpu_ticks / other_load: the other processes' share of the machine during
+# each run (scripts/cpu_load.sh).
+# shellcheck source=scripts/cpu_load.sh
+source "$ROOT/scripts/cpu_load.sh"
+
 # run CASE MODE THREADS REP [layerdiff run options...]: one process, profile
-# recorded in the manifest. A failure stops the benchmark with its message.
+# and the other processes' load recorded in the manifest. A failure stops
+# the benchmark with its message.
 run_one() {
   local name=$1 mode=$2 threads=$3 rep=$4 model=$5 extra=$6
   shift 6
-  local out=$WORK/$name.$mode.$threads.$rep.json
+  local out=$WORK/$name.$mode.$threads.$rep.json before after
+  before=$(cpu_ticks)
   # shellcheck disable=SC2086 # extra holds whole options
   if ! "$BIN" run "$model" --backends reference $extra --threads "$threads" --profile-json "$out" "$@" \
       >"$WORK/last.out" 2>&1; then
     cat "$WORK/last.out" >&2
     die "layerdiff run $model failed"
   fi
-  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$mode" "$threads" "$rep" "$out" >>"$MANIFEST"
+  after=$(cpu_ticks)
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$mode" "$threads" "$rep" "$out" \
+    "$(other_load "$before" "$after")" >>"$MANIFEST"
 }
 
 THREADS=(1)

@@ -68,6 +68,7 @@ def summarize(runs, peak):
     s = {k: median([r[k] for r in runs]) for k in
          ("run_ms", "conv_ms", "conv_gflops", "whole_over_conv", "dump_ms", "peak_rss_bytes")}
     s["flops"] = runs[0]["flops"]
+    s["_runs"], s["_peak"] = runs, peak
     s["description"] = runs[0]["description"]
     s["peak_share"] = s["conv_gflops"] / peak if s["conv_gflops"] and peak else None
     # For information beside the median (the goals are judged on the median):
@@ -78,6 +79,7 @@ def summarize(runs, peak):
     s["peak_share_best"] = (s["conv_gflops_best"] / peak
                             if s["conv_gflops_best"] and peak else None)
     s["runs_ms"] = [round(r["run_ms"], 3) for r in runs]
+    s["other_load"] = [r.get("other_load") for r in runs]
     # the op types that took most of the time, from the median-time run
     mid = sorted(runs, key=lambda r: r["run_ms"])[len(runs) // 2]
     s["top_ops"] = [{"op_type": o["op_type"], "ms": round(o["seconds"] * 1e3, 3),
@@ -146,10 +148,13 @@ def main():
     peak = {t: f["peak_gflops"] for t, f in fma.items()}
     groups = {}
     for line in open(a.manifest):
-        name, mode, threads, rep, path = line.rstrip("\n").split("\t")[:5]
+        fields = line.rstrip("\n").split("\t")
+        name, mode, threads, rep, path = fields[:5]
         if mode == "discard":
             continue
-        groups.setdefault((name, mode, int(threads)), []).append(run_metrics(path))
+        r = run_metrics(path)
+        r["other_load"] = float(fields[5]) if len(fields) > 5 and fields[5] else None
+        groups.setdefault((name, mode, int(threads)), []).append(r)
     case_order = []
     for (name, _, _) in groups:
         if name not in case_order:
@@ -208,6 +213,7 @@ def main():
     if users:
         print("* warm, with %s: %s" % (a.user_blas_env, users[0][1]["description"]))
     mix = conv_mix(a, peak, summ)
+    load = machine_load(summ)
 
     # RSS
     print()
@@ -281,8 +287,10 @@ def main():
         "user_blas_env": a.user_blas_env or None,
         "fma_peak": {str(t): f for t, f in fma.items()},
         "conv_tile_mix": mix,
-        "cases": [dict(case=k[0], mode=k[1], threads=k[2], **v) for k, v in sorted(summ.items())
-                  if not k[1].startswith("policy-")],
+        "other_load": load,
+        "cases": [dict(case=k[0], mode=k[1], threads=k[2],
+                       **{f: x for f, x in v.items() if not f.startswith("_")})
+                  for k, v in sorted(summ.items()) if not k[1].startswith("policy-")],
         "rss": rss,
         "omp_wait_policy": policy or None,
         "emulated_fp16_vs_reference": emulated or None,
@@ -297,6 +305,42 @@ def main():
         f.write("\n")
     print()
     print("bench: wrote %s" % a.out)
+
+
+# Other processes using more than this share of the machine's CPU time
+# during a run make its figures understate the code (scripts/cpu_load.sh).
+BUSY_LOAD = 0.05
+
+
+def machine_load(summ):
+    """The other processes' share of the machine during PaddleOCR det's cold
+    and warm runs (bench.sh measures it per process). Prints a warning when
+    some runs shared the machine, with the conv share of the runs that did
+    not (information only: the goal is judged on every run's median).
+    Returns {"<mode> <threads>t": {...}} for bench.json."""
+    out, busy = {}, []
+    for (name, mode, t), s in sorted(summ.items()):
+        if name != GOAL_MODEL or mode not in ("cold", "warm"):
+            continue
+        loads = [x for x in s.get("other_load") or [] if x is not None]
+        if not loads:
+            continue
+        quiet = [r for r, x in zip(s["_runs"], s["other_load"]) if x is not None and x <= BUSY_LOAD]
+        rates = [r["conv_gflops"] for r in quiet if r["conv_gflops"]]
+        q_rate = median(rates)
+        entry = {"loads": loads, "max": max(loads), "quiet_runs": len(quiet),
+                 "quiet_conv_gflops": q_rate,
+                 "quiet_peak_share": q_rate / s["_peak"] if q_rate and s["_peak"] else None}
+        out["%s %dt" % (mode, t)] = entry
+        if entry["max"] > BUSY_LOAD:
+            busy.append("%s %dt: %d of %d runs (up to %.0f%%; quiet runs' median conv share %s)"
+                        % (mode, t, len(loads) - len(quiet), len(loads), 100 * entry["max"],
+                           fmt(entry["quiet_peak_share"], ".2f")))
+    if busy:
+        print("warning: other processes used more than %.0f%% of the machine's CPU time during "
+              "some of %s's runs, whose figures then understate the code: %s"
+              % (100 * BUSY_LOAD, GOAL_MODEL, "; ".join(busy)))
+    return out
 
 
 def conv_mix(a, peak, summ):

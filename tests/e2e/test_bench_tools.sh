@@ -2,7 +2,8 @@
 # The benchmark's own tools (make bench): bench/fma_peak's FMA loop and its
 # conv-tile mix (--mix conv), their JSON lines, bad options; and
 # bench_report.py's conv_mix section, which relates PaddleOCR det's conv
-# rate to the mix measured beside it.
+# rate to the mix measured beside it; the other processes' load during each
+# benchmark process (scripts/cpu_load.sh) and the report's warning about it.
 source "$(dirname "$0")/lib.sh"
 BUILD_DIR=${LAYERDIFF_BUILD:-build}
 case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
@@ -66,6 +67,58 @@ out = io.StringIO()
 with contextlib.redirect_stdout(out):
     assert br.conv_mix(a, {1: 100.0}, {}) == {}
 assert out.getvalue() == ""
+PYEOF
+
+
+case_begin "cpu_load.sh: the other processes' share of the machine during a run"
+# shellcheck disable=SC2016 # the scripts expand in the child shell
+expect_true "other_load from tick counts" bash -c '
+source "$1/scripts/cpu_load.sh"
+check() { [ "$(other_load "$1" "$2")" = "$3" ] || { echo "other_load $1 / $2: $(other_load "$1" "$2"), want $3"; exit 1; }; }
+check "100 1000 10" "300 1400 110" 0.250   # 200 busy, 100 ours, 400 in all
+check "100 1000 10" "300 1400 210" 0.000   # all ours
+check "100 1000 10" "300 1400 260" 0.000   # ours counted more (rounding): not negative
+check "100 1000 10" "100 1000 10" 0.000    # no time passed
+' _ "$ROOT"
+# shellcheck disable=SC2016
+expect_true "cpu_ticks counts a waited-for child's CPU time as ours" bash -c '
+source "$1/scripts/cpu_load.sh"
+b=$(cpu_ticks)
+read -r b1 b2 b3 <<<"$b"
+[[ $b1 =~ ^[0-9]+$ && $b2 =~ ^[0-9]+$ && $b3 =~ ^[0-9]+$ ]] || { echo "bad ticks: $b"; exit 1; }
+timeout 0.5 sh -c "while :; do :; done"
+read -r a1 a2 a3 <<<"$(cpu_ticks)"
+[ $((a3 - b3)) -ge 10 ] || { echo "children ticks $b3 -> $a3"; exit 1; }
+[ $((a2 - b2)) -ge $((a3 - b3)) ] || { echo "total $b2 -> $a2 below ours"; exit 1; }
+' _ "$ROOT"
+
+case_begin "bench_report.machine_load: det's runs that shared the machine"
+expect_true "machine_load warns and gives the quiet runs' share" "$PY" - "$ROOT/scripts" <<'PYEOF'
+import io, contextlib, sys
+sys.path.insert(0, sys.argv[1])
+import bench_report as br
+runs = [{"conv_gflops": g} for g in (60.0, 30.0, 70.0, 40.0, 65.0)]
+s = {"other_load": [0.0, 0.5, 0.01, 0.3, None], "_runs": runs, "_peak": 100.0}
+summ = {(br.GOAL_MODEL, "warm", 2): s, (br.GOAL_MODEL, "dump", 2): dict(s),
+        ("cnn-b1", "warm", 1): dict(s)}
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    load = br.machine_load(summ)
+assert list(load) == ["warm 2t"], load
+e = load["warm 2t"]
+assert e["loads"] == [0.0, 0.5, 0.01, 0.3] and e["max"] == 0.5 and e["quiet_runs"] == 2, e
+assert e["quiet_conv_gflops"] == 65.0 and abs(e["quiet_peak_share"] - 0.65) < 1e-12, e
+text = out.getvalue()
+assert text.startswith("warning: other processes used more than 5% of the machine"), text
+assert "warm 2t: 2 of 4 runs (up to 50%; quiet runs' median conv share 0.65)" in text, text
+# every run quiet: no warning
+s = {"other_load": [0.0, 0.02], "_runs": runs[:2], "_peak": 100.0}
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    load = br.machine_load({(br.GOAL_MODEL, "cold", 1): s})
+assert out.getvalue() == "" and load["cold 1t"]["max"] == 0.02, (out.getvalue(), load)
+# an old manifest without the column: nothing
+assert br.machine_load({(br.GOAL_MODEL, "cold", 1): {"other_load": [None], "_runs": runs[:1], "_peak": 1.0}}) == {}
 PYEOF
 
 finish
