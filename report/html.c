@@ -43,20 +43,15 @@ static void base64(const unsigned char *in, size_t n, char *out)
     out[o] = '\0';
 }
 
-static void script_hash(char out[64])
+/* The script's CSP hash, base64 of its SHA-256; false (nothing written)
+ * only when libcrypto cannot compute it. */
+static bool script_hash(char out[64])
 {
-    ld_sha256 h;
-    char hex[65];
     unsigned char raw[32];
-    ld_sha256_init(&h);
-    ld_sha256_update(&h, rd_html_js, strlen(rd_html_js));
-    ld_sha256_final_hex(&h, hex);
-    for (int i = 0; i < 32; i++) {
-        unsigned v;
-        sscanf(hex + 2 * i, "%2x", &v);
-        raw[i] = (unsigned char)v;
-    }
+    if (ld_sha256_raw(rd_html_js, strlen(rd_html_js), raw, NULL) != LD_OK)
+        return false;
     base64(raw, 32, out);
+    return true;
 }
 
 void rd_html_begin(FILE *f, const char *title, bool with_script)
@@ -66,10 +61,9 @@ void rd_html_begin(FILE *f, const char *title, bool with_script)
           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n", f);
     fputs("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
           "style-src 'unsafe-inline'; img-src data:; ", f);
-    if (with_script) {
-        script_hash(hash);
+    if (with_script && script_hash(hash)) {
         fprintf(f, "script-src 'sha256-%s'", hash);
-    } else {
+    } else { /* without the hash the page stays readable, its table static */
         fputs("script-src 'none'", f);
     }
     fputs("\">\n<meta name=\"generator\" content=\"layerdiff\">\n<title>", f);

@@ -7,7 +7,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 # OpenBLAS is not linked: backends/blas.c dlopens libopenblas.so.0 after choosing
 # its CPU kernel (OPENBLAS_CORETYPE is read when the library loads).
-PKGS="libprotobuf-c hdf5 jansson"
+PKGS="libprotobuf-c hdf5 jansson libcrypto"
 TEST_PKGS="cmocka"
 ONNX_PROTO=/usr/include/onnx/onnx.proto
 

@@ -10,6 +10,7 @@ packages=(
   libonnx-dev                             # onnx/onnx.proto
   libhdf5-dev hdf5-tools                  # dumps; h5dump in tests
   libjansson-dev                          # JSON reports
+  libssl-dev                              # libcrypto: SHA-256 of model files
   libcmocka-dev                           # unit tests
   libopenblas0-pthread                    # BLAS, dlopened at run time (docs/architecture.md)
   libonnx-testdata                        # conformance data

@@ -387,12 +387,9 @@ static void test_html_csp(void **state)
     assert_non_null(open);
     assert_non_null(close);
     open += strlen("<script>");
-    ld_sha256 h;
     char hex[65], b64[64];
     unsigned char raw[32];
-    ld_sha256_init(&h);
-    ld_sha256_update(&h, open, (size_t)(close - open));
-    ld_sha256_final_hex(&h, hex);
+    assert_int_equal(ld_sha256_hex(open, (size_t)(close - open), hex, NULL), LD_OK);
     for (int i = 0; i < 32; i++) {
         unsigned v;
         assert_int_equal(sscanf(hex + 2 * i, "%2x", &v), 1);

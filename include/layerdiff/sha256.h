@@ -1,10 +1,11 @@
 /* layerdiff — SHA-256 of model files, recorded in dumps and reports so a
- * comparison can tell whether two runs used the same model bytes. */
+ * comparison can tell whether two runs used the same model bytes; and of the
+ * HTML report's script, for its Content-Security-Policy. OpenSSL's libcrypto
+ * computes it (SHA extensions where the CPU has them). */
 #ifndef LAYERDIFF_SHA256_H
 #define LAYERDIFF_SHA256_H
 
 #include <stddef.h>
-#include <stdint.h>
 
 #include "layerdiff/error.h"
 
@@ -12,17 +13,13 @@
 extern "C" {
 #endif
 
-typedef struct ld_sha256 {
-    uint32_t state[8];
-    uint64_t total_bytes;
-    uint8_t block[64];
-    size_t block_used;
-} ld_sha256;
+/* Hex digest (64 lower-case digits and a NUL) of size bytes at data. Fails
+ * (LD_ERR_NOMEM / LD_ERR_INTERNAL) only when libcrypto cannot start or run
+ * the digest. */
+ld_status ld_sha256_hex(const void *data, size_t size, char hex[65], ld_error *err);
 
-void ld_sha256_init(ld_sha256 *ctx);
-void ld_sha256_update(ld_sha256 *ctx, const void *data, size_t size);
-/* Writes 64 lower-case hex digits and a NUL into hex. */
-void ld_sha256_final_hex(ld_sha256 *ctx, char hex[65]);
+/* Raw digest (32 bytes) of size bytes at data; failures as ld_sha256_hex. */
+ld_status ld_sha256_raw(const void *data, size_t size, unsigned char digest[32], ld_error *err);
 
 /* Hex digest of a whole file, streamed. Fails with LD_ERR_IO naming the file. */
 ld_status ld_sha256_file(const char *path, char hex[65], ld_error *err);
