@@ -136,6 +136,7 @@ typedef struct step {
     void (*round_block)(void *user, int output, float *block, int64_t n);
     void *round_user;
     bool round_fp16_inline; /* round_block rounds to float16 (kernel.h) */
+    ld_fuse_rounding rounding; /* round_fp16_inline: how (set once per chain) */
 } step;
 
 typedef struct chain {
@@ -490,6 +491,8 @@ static ld_status hooks_before(ld_exec *e, chain *c, ld_error *err)
         s->round_block = ctx.round_block;
         s->round_user = ctx.round_user;
         s->round_fp16_inline = ctx.round_block && ctx.round_fp16_inline;
+        if (s->round_fp16_inline)
+            ld_fuse_rounding_init(&s->rounding, s->round_block, s->round_user);
         for (int j = 0; j < s->n_args; j++) {
             arg *a = &s->args[j];
             const ld_tensor *t = s->ins[j];
@@ -530,7 +533,8 @@ static ld_status hooks_after(ld_exec *e, chain *c, ld_error *err)
     return LD_OK;
 }
 
-/* Block `b` of the chain: plane b / per, offset (b % per) * FUSE_BLOCK. */
+/* Block `b` of the chain: plane b / per, offset (b % per) * FUSE_BLOCK;
+ * bufs holds FUSE_MAX_BUFS block buffers and a scratch block after them. */
 static void run_block(const chain *c, int64_t b, int64_t per, float *bufs)
 {
     int64_t plane = b / per, off = (b % per) * FUSE_BLOCK;
@@ -555,10 +559,11 @@ static void run_block(const chain *c, int64_t b, int64_t per, float *bufs)
         /* the backend's rounding, before the next node reads the block:
          * in the op's loop where it can, else a pass over the block */
         if (s->round_fp16_inline) {
-            if (!ld_fuse_apply_round_fp16(s->op, d, x[0], x[1], s->a, s->b, n, s->round_block,
-                                          s->round_user)) {
+            float *scratch = bufs + (size_t)FUSE_MAX_BUFS * (FUSE_BLOCK + FUSE_SKEW);
+            if (!ld_fuse_apply_round_fp16(&s->rounding, s->op, d, x[0], x[1], s->a, s->b, n,
+                                          scratch)) {
                 ld_fuse_apply(s->op, d, x[0], x[1], s->a, s->b, n);
-                ld_fuse_round_fp16(d, n, s->round_block, s->round_user);
+                ld_fuse_round_fp16(&s->rounding, d, n);
             }
         } else {
             ld_fuse_apply(s->op, d, x[0], x[1], s->a, s->b, n);
@@ -578,7 +583,8 @@ static void compute(const ld_exec *e, const chain *c)
         threads = (int)blocks;
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
-        _Alignas(64) float bufs[FUSE_MAX_BUFS * (FUSE_BLOCK + FUSE_SKEW)];
+        /* the block buffers, then run_block's scratch block */
+        _Alignas(64) float bufs[(FUSE_MAX_BUFS + 1) * (FUSE_BLOCK + FUSE_SKEW)];
 #pragma omp for schedule(static)
         for (int64_t b = 0; b < blocks; b++)
             run_block(c, b, per, bufs);

@@ -6,6 +6,7 @@
 #include "backends/exec_fuse_ops.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "backends/kernels/activation_round.h"
 #include "backends/kernels/elementwise_round.h"
@@ -136,9 +137,19 @@ static void relu_map_fn(void *out, const void *in, int64_t n, const void *params
     relu_rows(out, in, params, n);
 }
 
-bool ld_fuse_apply_round_fp16(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float alpha,
-                              float beta, int64_t n,
-                              void (*round_block)(void *, int, float *, int64_t), void *user)
+void ld_fuse_rounding_init(ld_fuse_rounding *r,
+                           void (*round_block)(void *, int, float *, int64_t), void *user)
+{
+    *r = (ld_fuse_rounding){.ew_level = ld_ew_round_level(), .act_level = ld_act_round_level()};
+    r->ctx.round_block = round_block; /* the loops read round_block and round_user only */
+    r->ctx.round_user = user;
+    /* the plain blocks replace the per-group loops, which it falls back to */
+    r->plain = ld_fuse_round_plain_enabled() && r->ew_level == LD_EW_ROUND_AVX2;
+}
+
+/* The per-group loops of elementwise_round.c / activation_round.c. */
+static bool apply_round_groups(const ld_fuse_rounding *r, int op, float *d, ld_fuse_arg a,
+                               ld_fuse_arg b, float alpha, float beta, int64_t n)
 {
     static const ld_ew_row_fn arith_rows[] = {
         [LD_FUSE_ADD] = add_row_fn,
@@ -152,27 +163,54 @@ bool ld_fuse_apply_round_fp16(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, fl
         [LD_FUSE_MUL] = LD_EW_ARITH_MUL,
         [LD_FUSE_DIV] = LD_EW_ARITH_DIV,
     };
-    ld_kernel_ctx ctx = {0}; /* the loops read round_block and round_user only */
-    ctx.round_block = round_block;
-    ctx.round_user = user;
     const float p[2] = {alpha, beta};
     switch (op) {
     case LD_FUSE_ADD:
     case LD_FUSE_SUB:
     case LD_FUSE_MUL:
-    case LD_FUSE_DIV: {
-        int level = ld_ew_round_level();
-        if (level != LD_EW_ROUND_AVX2 || (!a.p && !b.p))
+    case LD_FUSE_DIV:
+        if (r->ew_level != LD_EW_ROUND_AVX2 || (!a.p && !b.p))
             return false;
-        ld_ew_arith_fp16(&ctx, level, arith_ops[op], d, a.p ? a.p : &a.s, b.p ? b.p : &b.s,
-                         a.p != NULL, b.p != NULL, n, arith_rows[op], NULL);
+        ld_ew_arith_fp16(&r->ctx, r->ew_level, arith_ops[op], d, a.p ? a.p : &a.s,
+                         b.p ? b.p : &b.s, a.p != NULL, b.p != NULL, n, arith_rows[op], NULL);
         return true;
-    }
-    case LD_FUSE_CLIP: return ld_act_clamp_fp16_block(&ctx, d, a.p, n, alpha, beta, clip_map_fn, p);
+    case LD_FUSE_CLIP:
+        return r->act_level == LD_ACT_ROUND_AVX2 &&
+               ld_act_clamp_fp16_block(&r->ctx, d, a.p, n, alpha, beta, clip_map_fn, p);
     case LD_FUSE_RELU:
-        return ld_act_clamp_fp16_block(&ctx, d, a.p, n, 0.0f, INFINITY, relu_map_fn, p);
+        return r->act_level == LD_ACT_ROUND_AVX2 &&
+               ld_act_clamp_fp16_block(&r->ctx, d, a.p, n, 0.0f, INFINITY, relu_map_fn, p);
     default: return false;
     }
+}
+
+bool ld_fuse_apply_round_fp16(const ld_fuse_rounding *r, int op, float *d, ld_fuse_arg a,
+                              ld_fuse_arg b, float alpha, float beta, int64_t n, float *scratch)
+{
+    bool act = op == LD_FUSE_CLIP || op == LD_FUSE_RELU;
+    if (r->plain && op >= LD_FUSE_ADD && op <= LD_FUSE_RELU &&
+        (!act || r->act_level == LD_ACT_ROUND_AVX2)) {
+        /* the per-group loop's Clip/Relu: clamp to [alpha, beta], Relu to [0, inf) */
+        float lo = op == LD_FUSE_RELU ? 0.0f : alpha, hi = op == LD_FUSE_RELU ? INFINITY : beta;
+        int64_t n8 = n & ~(int64_t)7; /* the tail of fewer than 8 goes the per-group way */
+        bool in_place = d == a.p || d == b.p;
+        float *to = in_place ? scratch : d;
+        if (n8 > 0 && ld_fuse_round_plain(op, to, a, b, lo, hi, n8)) {
+            if (in_place)
+                memcpy(d, to, (size_t)n8 * sizeof *d);
+            if (n8 == n)
+                return true;
+            ld_fuse_arg ta = a, tb = b;
+            if (ta.p)
+                ta.p += n8;
+            if (tb.p)
+                tb.p += n8;
+            if (apply_round_groups(r, op, d + n8, ta, tb, alpha, beta, n - n8))
+                return true;
+            /* cannot happen (the levels were checked above); recompute it all */
+        }
+    }
+    return apply_round_groups(r, op, d, a, b, alpha, beta, n);
 }
 
 #if defined(__x86_64__)
@@ -198,14 +236,13 @@ round_fp16_avx2(float *d, int64_t n, void (*round_block)(void *, int, float *, i
 }
 #endif
 
-void ld_fuse_round_fp16(float *d, int64_t n, void (*round_block)(void *, int, float *, int64_t),
-                        void *user)
+void ld_fuse_round_fp16(const ld_fuse_rounding *r, float *d, int64_t n)
 {
 #if defined(__x86_64__)
-    if (ld_ew_round_level() == LD_EW_ROUND_AVX2) {
-        round_fp16_avx2(d, n, round_block, user);
+    if (r->ew_level == LD_EW_ROUND_AVX2) {
+        round_fp16_avx2(d, n, r->ctx.round_block, r->ctx.round_user);
         return;
     }
 #endif
-    round_block(user, 0, d, n);
+    r->ctx.round_block(r->ctx.round_user, 0, d, n);
 }
