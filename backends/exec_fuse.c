@@ -533,8 +533,7 @@ static ld_status hooks_after(ld_exec *e, chain *c, ld_error *err)
     return LD_OK;
 }
 
-/* Block `b` of the chain: plane b / per, offset (b % per) * FUSE_BLOCK;
- * bufs holds FUSE_MAX_BUFS block buffers and a scratch block after them. */
+/* Block `b` of the chain: plane b / per, offset (b % per) * FUSE_BLOCK. */
 static void run_block(const chain *c, int64_t b, int64_t per, float *bufs)
 {
     int64_t plane = b / per, off = (b % per) * FUSE_BLOCK;
@@ -559,9 +558,7 @@ static void run_block(const chain *c, int64_t b, int64_t per, float *bufs)
         /* the backend's rounding, before the next node reads the block:
          * in the op's loop where it can, else a pass over the block */
         if (s->round_fp16_inline) {
-            float *scratch = bufs + (size_t)FUSE_MAX_BUFS * (FUSE_BLOCK + FUSE_SKEW);
-            if (!ld_fuse_apply_round_fp16(&s->rounding, s->op, d, x[0], x[1], s->a, s->b, n,
-                                          scratch)) {
+            if (!ld_fuse_apply_round_fp16(&s->rounding, s->op, d, x[0], x[1], s->a, s->b, n)) {
                 ld_fuse_apply(s->op, d, x[0], x[1], s->a, s->b, n);
                 ld_fuse_round_fp16(&s->rounding, d, n);
             }
@@ -583,8 +580,7 @@ static void compute(const ld_exec *e, const chain *c)
         threads = (int)blocks;
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
-        /* the block buffers, then run_block's scratch block */
-        _Alignas(64) float bufs[(FUSE_MAX_BUFS + 1) * (FUSE_BLOCK + FUSE_SKEW)];
+        _Alignas(64) float bufs[FUSE_MAX_BUFS * (FUSE_BLOCK + FUSE_SKEW)];
 #pragma omp for schedule(static)
         for (int64_t b = 0; b < blocks; b++)
             run_block(c, b, per, bufs);

@@ -6,7 +6,6 @@
 #include "backends/exec_fuse_ops.h"
 
 #include <math.h>
-#include <string.h>
 
 #include "backends/kernels/activation_round.h"
 #include "backends/kernels/elementwise_round.h"
@@ -185,30 +184,34 @@ static bool apply_round_groups(const ld_fuse_rounding *r, int op, float *d, ld_f
 }
 
 bool ld_fuse_apply_round_fp16(const ld_fuse_rounding *r, int op, float *d, ld_fuse_arg a,
-                              ld_fuse_arg b, float alpha, float beta, int64_t n, float *scratch)
+                              ld_fuse_arg b, float alpha, float beta, int64_t n)
 {
     bool act = op == LD_FUSE_CLIP || op == LD_FUSE_RELU;
+    /* r->plain implies the elementwise level AVX2; with Clip/Relu's level
+     * AVX2 too, apply_round_groups below cannot decline */
     if (r->plain && op >= LD_FUSE_ADD && op <= LD_FUSE_RELU &&
         (!act || r->act_level == LD_ACT_ROUND_AVX2)) {
         /* the per-group loop's Clip/Relu: clamp to [alpha, beta], Relu to [0, inf) */
         float lo = op == LD_FUSE_RELU ? 0.0f : alpha, hi = op == LD_FUSE_RELU ? INFINITY : beta;
-        int64_t n8 = n & ~(int64_t)7; /* the tail of fewer than 8 goes the per-group way */
-        bool in_place = d == a.p || d == b.p;
-        float *to = in_place ? scratch : d;
-        if (n8 > 0 && ld_fuse_round_plain(op, to, a, b, lo, hi, n8)) {
-            if (in_place)
-                memcpy(d, to, (size_t)n8 * sizeof *d);
-            if (n8 == n)
-                return true;
-            ld_fuse_arg ta = a, tb = b;
-            if (ta.p)
-                ta.p += n8;
-            if (tb.p)
-                tb.p += n8;
-            if (apply_round_groups(r, op, d + n8, ta, tb, alpha, beta, n - n8))
-                return true;
-            /* cannot happen (the levels were checked above); recompute it all */
+        int64_t done;
+        if (d == a.p || d == b.p) {
+            /* in place: plain groups of 32 up to the first that is not,
+               whose inputs it has not overwritten */
+            done = ld_fuse_round_plain_prefix(op, d, a, b, lo, hi, n);
+        } else {
+            /* the whole block (but a tail of fewer than 8), redone by the
+               per-group loop when it is not all plain */
+            int64_t n8 = n & ~(int64_t)7;
+            done = n8 > 0 && ld_fuse_round_plain(op, d, a, b, lo, hi, n8) ? n8 : 0;
         }
+        if (done == n)
+            return true;
+        /* the rest the per-group way: values and counters are per element */
+        if (a.p)
+            a.p += done;
+        if (b.p)
+            b.p += done;
+        return apply_round_groups(r, op, d + done, a, b, alpha, beta, n - done);
     }
     return apply_round_groups(r, op, d, a, b, alpha, beta, n);
 }

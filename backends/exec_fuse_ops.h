@@ -71,12 +71,11 @@ void ld_fuse_round_fp16(const ld_fuse_rounding *r, float *d, int64_t n);
  * Add/Sub/Mul/Div (elementwise_round.h) and Clip/Relu (activation_round.h)
  * at their AVX2 level: the same values and round_block calls (counters) as
  * ld_fuse_apply followed by ld_fuse_round_fp16, without a second pass over
- * the block. With r->plain, ld_fuse_round_plain first (into scratch, n
- * floats, when d is a vector operand's memory, so the inputs stay for the
- * per-group loop should the block not be plain). False, doing nothing, for
- * other ops and levels. */
+ * the block. With r->plain, ld_fuse_round_plain first (or, when d is a
+ * vector operand's memory, ld_fuse_round_plain_prefix), the per-group loop
+ * for what it leaves. False, doing nothing, for other ops and levels. */
 bool ld_fuse_apply_round_fp16(const ld_fuse_rounding *r, int op, float *d, ld_fuse_arg a,
-                              ld_fuse_arg b, float alpha, float beta, int64_t n, float *scratch);
+                              ld_fuse_arg b, float alpha, float beta, int64_t n);
 
 /* exec_fuse_round.c: d[0, n) = the float16 roundings (fp16_split.h) of
  * op(a, b) for Add/Sub/Mul/Div, or of clamp(a, lo, hi) for Clip/Relu, when
@@ -90,6 +89,15 @@ bool ld_fuse_apply_round_fp16(const ld_fuse_rounding *r, int op, float *d, ld_fu
  * cost"). */
 bool ld_fuse_round_plain(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float lo, float hi,
                          int64_t n);
+
+/* Like ld_fuse_round_plain for a d that may be a vector operand's memory
+ * (in place): groups of 32 results are tested before they are stored, and
+ * it stops at the first group that is not all plain. Returns how many
+ * values from the start it stored (a multiple of 32; 0 for other ops,
+ * fewer than 32 values or no AVX2); the inputs of the others are
+ * untouched. */
+int64_t ld_fuse_round_plain_prefix(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float lo,
+                                   float hi, int64_t n);
 
 /* For tests: -1 (default) lets chains use ld_fuse_round_plain, 0 turns it
  * off (the per-group loops alone), 1 on. Read when a chain starts. */

@@ -102,14 +102,64 @@ plain_body(int op, float *d, const float *pa, const float *pb, bool a_row, bool 
     return _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_and_si256(lo_ok, hi_ok))) == 0xFF;
 }
 
+/* In place (d may be pa or pb): groups of 32 results (4 vectors) are
+ * tested before any is stored, and the first group that is not all plain
+ * ends the loop, so its inputs and all after it are still unread and
+ * unwritten. Returns how many values from the start were stored rounded
+ * (a multiple of 32). The test per group costs more than plain_body's per
+ * block, but the block needs no copy to keep the inputs for a redo. */
+AVX2 static inline __attribute__((always_inline)) int64_t
+prefix_body(int op, float *d, const float *pa, const float *pb, bool a_row, bool b_row,
+            float lo_, float hi_, int64_t n)
+{
+    const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF), one = _mm256_set1_epi32(1);
+    const __m256i lo_bound = _mm256_set1_epi32(LD_FP16_SPLIT_LO - 1);
+    const __m256i hi_bound = _mm256_set1_epi32(LD_FP16_SPLIT_HI);
+    const __m256 ca = a_row ? _mm256_setzero_ps() : _mm256_set1_ps(pa[0]);
+    const __m256 cb = b_row || op > LD_FUSE_DIV ? _mm256_setzero_ps() : _mm256_set1_ps(pb[0]);
+    const __m256 lo = _mm256_set1_ps(lo_), hi = _mm256_set1_ps(hi_);
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256 v[4];
+        __m256i umin = _mm256_set1_epi32(-1), amax = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            int64_t at = i + 8 * k;
+            if (op <= LD_FUSE_DIV)
+                v[k] = arith8(op, a_row ? _mm256_loadu_ps(pa + at) : ca,
+                              b_row ? _mm256_loadu_ps(pb + at) : cb);
+            else
+                v[k] = clamp8(_mm256_loadu_ps(pa + at), lo, hi);
+            __m256i a = _mm256_and_si256(_mm256_castps_si256(v[k]), magnitude);
+            umin = _mm256_min_epu32(umin, _mm256_sub_epi32(a, one));
+            amax = _mm256_max_epi32(amax, a);
+        }
+        __m256i lo_ok = _mm256_cmpeq_epi32(_mm256_max_epu32(umin, lo_bound), umin);
+        __m256i hi_ok = _mm256_cmpgt_epi32(hi_bound, amax);
+        if (_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_and_si256(lo_ok, hi_ok))) != 0xFF)
+            break;
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            _mm256_storeu_ps(d + i + 8 * k, ld_fp16_split8(v[k]));
+    }
+    return i;
+}
+
 typedef bool (*plain_loop)(float *d, const float *pa, const float *pb, float lo, float hi,
                            int64_t n);
+typedef int64_t (*prefix_loop)(float *d, const float *pa, const float *pb, float lo, float hi,
+                               int64_t n);
 
 #define PLAIN_LOOP(name, op, a_row, b_row)                                                  \
     AVX2 static bool name(float *d, const float *pa, const float *pb, float lo, float hi,  \
                           int64_t n)                                                        \
     {                                                                                       \
         return plain_body(op, d, pa, pb, a_row, b_row, lo, hi, n);                          \
+    }                                                                                       \
+    AVX2 static int64_t name##_prefix(float *d, const float *pa, const float *pb, float lo, \
+                                      float hi, int64_t n)                                  \
+    {                                                                                       \
+        return prefix_body(op, d, pa, pb, a_row, b_row, lo, hi, n);                         \
     }
 #define PLAIN_LOOPS(sfx, op)                                                                \
     PLAIN_LOOP(sfx##_rows, op, true, true)                                                  \
@@ -127,6 +177,12 @@ static const plain_loop arith_loops[4][3] = {
     {sub_rows, sub_a_scalar, sub_b_scalar},
     {mul_rows, mul_a_scalar, mul_b_scalar},
     {div_rows, div_a_scalar, div_b_scalar},
+};
+static const prefix_loop arith_prefix_loops[4][3] = {
+    {add_rows_prefix, add_a_scalar_prefix, add_b_scalar_prefix},
+    {sub_rows_prefix, sub_a_scalar_prefix, sub_b_scalar_prefix},
+    {mul_rows_prefix, mul_a_scalar_prefix, mul_b_scalar_prefix},
+    {div_rows_prefix, div_a_scalar_prefix, div_b_scalar_prefix},
 };
 
 #endif
@@ -153,5 +209,30 @@ bool ld_fuse_round_plain(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float l
 #else
     (void)op, (void)d, (void)a, (void)b, (void)lo, (void)hi, (void)n;
     return false;
+#endif
+}
+
+int64_t ld_fuse_round_plain_prefix(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float lo,
+                                   float hi, int64_t n)
+{
+#if defined(__x86_64__)
+    if (n < 32 || !__builtin_cpu_supports("avx2"))
+        return 0;
+    switch (op) {
+    case LD_FUSE_ADD:
+    case LD_FUSE_SUB:
+    case LD_FUSE_MUL:
+    case LD_FUSE_DIV:
+        if (!a.p && !b.p)
+            return 0;
+        return arith_prefix_loops[op - 1][a.p && b.p ? 0 : a.p ? 2 : 1](
+            d, a.p ? a.p : &a.s, b.p ? b.p : &b.s, lo, hi, n);
+    case LD_FUSE_CLIP:
+    case LD_FUSE_RELU: return a.p ? clamp_row_prefix(d, a.p, NULL, lo, hi, n) : 0;
+    default: return 0;
+    }
+#else
+    (void)op, (void)d, (void)a, (void)b, (void)lo, (void)hi, (void)n;
+    return 0;
 #endif
 }

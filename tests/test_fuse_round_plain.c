@@ -9,8 +9,10 @@
  * place and not, must give bit for bit the block and the round_block
  * counters of the per-group loops alone (ld_fuse_round_plain_force(0)),
  * which test_exec_fuse.c and test_emulated_fused.c check against the
- * engine's own rounding pass; and ld_fuse_round_plain itself must say
- * "plain" exactly when every result is plain. */
+ * engine's own rounding pass; ld_fuse_round_plain itself must say
+ * "plain" exactly when every result is plain, and the in-place
+ * ld_fuse_round_plain_prefix must stop at the first group of 32 that is
+ * not, leaving it and everything after it as they were. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -103,8 +105,7 @@ static bool apply(int op, bool plain, float *d, ld_fuse_arg a, ld_fuse_arg b, fl
     ld_fuse_rounding r;
     ld_fuse_rounding_init(&r, sink_round, s);
     ld_fuse_round_plain_force(-1);
-    float scratch[BLOCK];
-    return ld_fuse_apply_round_fp16(&r, op, d, a, b, lo, hi, n, scratch);
+    return ld_fuse_apply_round_fp16(&r, op, d, a, b, lo, hi, n);
 }
 
 static void check_block(int op, int stride_case, int64_t n, int awkward, bool in_place)
@@ -233,11 +234,52 @@ static void test_plain_verdict(void **state)
     assert_false(ld_fuse_round_plain(LD_FUSE_SIGMOID, d, x, y, 0, 0, 8));
 }
 
+/* In place, one value that is not plain (or none) at a random position:
+ * the prefix ends at its group of 32, rounded before, untouched from there. */
+static void test_prefix_stops(void **state)
+{
+    (void)state;
+    if (!__builtin_cpu_supports("avx2")) {
+        skip();
+        return;
+    }
+    enum { N = 200 };
+    float a[N], before[N];
+    for (int trial = 0; trial < 4000; trial++) {
+        for (int k = 0; k < N; k++)
+            a[k] = plain_value();
+        int at = (int)(rnd32() % N);
+        int kind = (int)(rnd32() % (N_AWKWARD + 1)) - 1;
+        if (kind >= 0)
+            a[at] = awkward_value(kind);
+        memcpy(before, a, sizeof a);
+        bool plain = true;
+        for (int k = 0; k < N; k++) {
+            uint32_t m = float_bits(a[k]) & 0x7FFFFFFFu;
+            plain &= m == 0 || (m >= 0x38800000u && m < 0x477FF000u);
+        }
+        int64_t want = plain ? N / 32 * 32 : at / 32 * 32;
+        ld_fuse_arg x = {.p = a}, y = {.s = 1.0f};
+        int64_t done = ld_fuse_round_plain_prefix(LD_FUSE_MUL, a, x, y, 0, 0, N);
+        assert_int_equal(done, want);
+        for (int k = 0; k < N; k++) {
+            float r = k < done ? ld_fp16_to_fp32(ld_fp32_to_fp16(before[k])) : before[k];
+            if (float_bits(r) != float_bits(a[k]))
+                fail_msg("[%d] of %lld: %08x, want %08x", k, (long long)done, float_bits(a[k]),
+                         float_bits(r));
+        }
+    }
+    float one[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    ld_fuse_arg x = {.p = one}, y = {.p = one};
+    assert_int_equal(ld_fuse_round_plain_prefix(LD_FUSE_ADD, one, x, y, 0, 0, 8), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plain_equals_groups),
         cmocka_unit_test(test_plain_verdict),
+        cmocka_unit_test(test_prefix_stops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
