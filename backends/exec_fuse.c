@@ -136,6 +136,7 @@ typedef struct step {
     void (*round_block)(void *user, int output, float *block, int64_t n);
     void *round_user;
     bool round_fp16_inline; /* round_block rounds to float16 (kernel.h) */
+    ld_fuse_rounding rounding; /* round_fp16_inline: how (set once per chain) */
 } step;
 
 typedef struct chain {
@@ -490,6 +491,8 @@ static ld_status hooks_before(ld_exec *e, chain *c, ld_error *err)
         s->round_block = ctx.round_block;
         s->round_user = ctx.round_user;
         s->round_fp16_inline = ctx.round_block && ctx.round_fp16_inline;
+        if (s->round_fp16_inline)
+            ld_fuse_rounding_init(&s->rounding, s->round_block, s->round_user);
         for (int j = 0; j < s->n_args; j++) {
             arg *a = &s->args[j];
             const ld_tensor *t = s->ins[j];
@@ -555,10 +558,9 @@ static void run_block(const chain *c, int64_t b, int64_t per, float *bufs)
         /* the backend's rounding, before the next node reads the block:
          * in the op's loop where it can, else a pass over the block */
         if (s->round_fp16_inline) {
-            if (!ld_fuse_apply_round_fp16(s->op, d, x[0], x[1], s->a, s->b, n, s->round_block,
-                                          s->round_user)) {
+            if (!ld_fuse_apply_round_fp16(&s->rounding, s->op, d, x[0], x[1], s->a, s->b, n)) {
                 ld_fuse_apply(s->op, d, x[0], x[1], s->a, s->b, n);
-                ld_fuse_round_fp16(d, n, s->round_block, s->round_user);
+                ld_fuse_round_fp16(&s->rounding, d, n);
             }
         } else {
             ld_fuse_apply(s->op, d, x[0], x[1], s->a, s->b, n);

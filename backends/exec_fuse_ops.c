@@ -136,9 +136,19 @@ static void relu_map_fn(void *out, const void *in, int64_t n, const void *params
     relu_rows(out, in, params, n);
 }
 
-bool ld_fuse_apply_round_fp16(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float alpha,
-                              float beta, int64_t n,
-                              void (*round_block)(void *, int, float *, int64_t), void *user)
+void ld_fuse_rounding_init(ld_fuse_rounding *r,
+                           void (*round_block)(void *, int, float *, int64_t), void *user)
+{
+    *r = (ld_fuse_rounding){.ew_level = ld_ew_round_level(), .act_level = ld_act_round_level()};
+    r->ctx.round_block = round_block; /* the loops read round_block and round_user only */
+    r->ctx.round_user = user;
+    /* the plain blocks replace the per-group loops, which it falls back to */
+    r->plain = ld_fuse_round_plain_enabled() && r->ew_level == LD_EW_ROUND_AVX2;
+}
+
+/* The per-group loops of elementwise_round.c / activation_round.c. */
+static bool apply_round_groups(const ld_fuse_rounding *r, int op, float *d, ld_fuse_arg a,
+                               ld_fuse_arg b, float alpha, float beta, int64_t n)
 {
     static const ld_ew_row_fn arith_rows[] = {
         [LD_FUSE_ADD] = add_row_fn,
@@ -152,27 +162,58 @@ bool ld_fuse_apply_round_fp16(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, fl
         [LD_FUSE_MUL] = LD_EW_ARITH_MUL,
         [LD_FUSE_DIV] = LD_EW_ARITH_DIV,
     };
-    ld_kernel_ctx ctx = {0}; /* the loops read round_block and round_user only */
-    ctx.round_block = round_block;
-    ctx.round_user = user;
     const float p[2] = {alpha, beta};
     switch (op) {
     case LD_FUSE_ADD:
     case LD_FUSE_SUB:
     case LD_FUSE_MUL:
-    case LD_FUSE_DIV: {
-        int level = ld_ew_round_level();
-        if (level != LD_EW_ROUND_AVX2 || (!a.p && !b.p))
+    case LD_FUSE_DIV:
+        if (r->ew_level != LD_EW_ROUND_AVX2 || (!a.p && !b.p))
             return false;
-        ld_ew_arith_fp16(&ctx, level, arith_ops[op], d, a.p ? a.p : &a.s, b.p ? b.p : &b.s,
-                         a.p != NULL, b.p != NULL, n, arith_rows[op], NULL);
+        ld_ew_arith_fp16(&r->ctx, r->ew_level, arith_ops[op], d, a.p ? a.p : &a.s,
+                         b.p ? b.p : &b.s, a.p != NULL, b.p != NULL, n, arith_rows[op], NULL);
         return true;
-    }
-    case LD_FUSE_CLIP: return ld_act_clamp_fp16_block(&ctx, d, a.p, n, alpha, beta, clip_map_fn, p);
+    case LD_FUSE_CLIP:
+        return r->act_level == LD_ACT_ROUND_AVX2 &&
+               ld_act_clamp_fp16_block(&r->ctx, d, a.p, n, alpha, beta, clip_map_fn, p);
     case LD_FUSE_RELU:
-        return ld_act_clamp_fp16_block(&ctx, d, a.p, n, 0.0f, INFINITY, relu_map_fn, p);
+        return r->act_level == LD_ACT_ROUND_AVX2 &&
+               ld_act_clamp_fp16_block(&r->ctx, d, a.p, n, 0.0f, INFINITY, relu_map_fn, p);
     default: return false;
     }
+}
+
+bool ld_fuse_apply_round_fp16(const ld_fuse_rounding *r, int op, float *d, ld_fuse_arg a,
+                              ld_fuse_arg b, float alpha, float beta, int64_t n)
+{
+    bool act = op == LD_FUSE_CLIP || op == LD_FUSE_RELU;
+    /* r->plain implies the elementwise level AVX2; with Clip/Relu's level
+     * AVX2 too, apply_round_groups below cannot decline */
+    if (r->plain && op >= LD_FUSE_ADD && op <= LD_FUSE_RELU &&
+        (!act || r->act_level == LD_ACT_ROUND_AVX2)) {
+        /* the per-group loop's Clip/Relu: clamp to [alpha, beta], Relu to [0, inf) */
+        float lo = op == LD_FUSE_RELU ? 0.0f : alpha, hi = op == LD_FUSE_RELU ? INFINITY : beta;
+        int64_t done;
+        if (d == a.p || d == b.p) {
+            /* in place: plain groups of 32 up to the first that is not,
+               whose inputs it has not overwritten */
+            done = ld_fuse_round_plain_prefix(op, d, a, b, lo, hi, n);
+        } else {
+            /* the whole block (but a tail of fewer than 8), redone by the
+               per-group loop when it is not all plain */
+            int64_t n8 = n & ~(int64_t)7;
+            done = n8 > 0 && ld_fuse_round_plain(op, d, a, b, lo, hi, n8) ? n8 : 0;
+        }
+        if (done == n)
+            return true;
+        /* the rest the per-group way: values and counters are per element */
+        if (a.p)
+            a.p += done;
+        if (b.p)
+            b.p += done;
+        return apply_round_groups(r, op, d + done, a, b, alpha, beta, n - done);
+    }
+    return apply_round_groups(r, op, d, a, b, alpha, beta, n);
 }
 
 #if defined(__x86_64__)
@@ -198,14 +239,13 @@ round_fp16_avx2(float *d, int64_t n, void (*round_block)(void *, int, float *, i
 }
 #endif
 
-void ld_fuse_round_fp16(float *d, int64_t n, void (*round_block)(void *, int, float *, int64_t),
-                        void *user)
+void ld_fuse_round_fp16(const ld_fuse_rounding *r, float *d, int64_t n)
 {
 #if defined(__x86_64__)
-    if (ld_ew_round_level() == LD_EW_ROUND_AVX2) {
-        round_fp16_avx2(d, n, round_block, user);
+    if (r->ew_level == LD_EW_ROUND_AVX2) {
+        round_fp16_avx2(d, n, r->ctx.round_block, r->ctx.round_user);
         return;
     }
 #endif
-    round_block(user, 0, d, n);
+    r->ctx.round_block(r->ctx.round_user, 0, d, n);
 }

@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "layerdiff/kernel.h"
+
 enum {
     LD_FUSE_NONE = 0,
     LD_FUSE_ADD,
@@ -41,23 +43,65 @@ typedef struct ld_fuse_arg {
 void ld_fuse_apply(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float alpha, float beta,
                    int64_t n);
 
+/* How a chain step rounds its blocks to float16 (a kernel offered
+ * round_fp16_inline, kernel.h), fixed when the chain starts: the engine's
+ * round_block, the levels of elementwise_round.h and activation_round.h
+ * (read once per chain, not per block), and whether ld_fuse_round_plain is
+ * tried first. ctx is a kernel context with only round_block / round_user
+ * set, for the per-group loops, made once per step (not zeroed per block). */
+typedef struct ld_fuse_rounding {
+    ld_kernel_ctx ctx;
+    int ew_level, act_level;
+    bool plain;
+} ld_fuse_rounding;
+
+void ld_fuse_rounding_init(ld_fuse_rounding *r,
+                           void (*round_block)(void *, int, float *, int64_t), void *user);
+
 /* Rounds the block d[0, n) to float16 in place the way a kernel offered
  * round_fp16_inline does (kernel.h): groups of 16 whose roundings are normal
  * float16 or zeros from zeros are rounded here (vcvtps2ph, nearest even),
- * every other group (and the tail) goes to round_block(user, 0, ...)
- * unrounded, adjacent ones together. Values and counters are those of
- * round_block over the whole block. Without F16C/AVX2 (elementwise_round.h's
- * level, which tests can force) all of it goes to round_block. */
-void ld_fuse_round_fp16(float *d, int64_t n, void (*round_block)(void *, int, float *, int64_t),
-                        void *user);
+ * every other group (and the tail) goes to r's round_block unrounded,
+ * adjacent ones together. Values and counters are those of round_block over
+ * the whole block. Without F16C/AVX2 (elementwise_round.h's level, which
+ * tests can force) all of it goes to round_block. */
+void ld_fuse_round_fp16(const ld_fuse_rounding *r, float *d, int64_t n);
 
 /* d[0, n) = op(a[, b]) rounded to float16 in the arithmetic loop, for
  * Add/Sub/Mul/Div (elementwise_round.h) and Clip/Relu (activation_round.h)
  * at their AVX2 level: the same values and round_block calls (counters) as
  * ld_fuse_apply followed by ld_fuse_round_fp16, without a second pass over
- * the block. False, doing nothing, for other ops and levels. */
-bool ld_fuse_apply_round_fp16(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float alpha,
-                              float beta, int64_t n,
-                              void (*round_block)(void *, int, float *, int64_t), void *user);
+ * the block. With r->plain, ld_fuse_round_plain first (or, when d is a
+ * vector operand's memory, ld_fuse_round_plain_prefix), the per-group loop
+ * for what it leaves. False, doing nothing, for other ops and levels. */
+bool ld_fuse_apply_round_fp16(const ld_fuse_rounding *r, int op, float *d, ld_fuse_arg a,
+                              ld_fuse_arg b, float alpha, float beta, int64_t n);
+
+/* exec_fuse_round.c: d[0, n) = the float16 roundings (fp16_split.h) of
+ * op(a, b) for Add/Sub/Mul/Div, or of clamp(a, lo, hi) for Clip/Relu, when
+ * every result is "plain" (zero, or magnitude in [2^-14, 65520)): then
+ * true, and d holds exactly what the per-group loops would store, none of
+ * it for round_block. False otherwise (a NaN, infinity, float16 subnormal
+ * or overflow among the results; n not a multiple of 8; no AVX2; another
+ * op), with d[0, n) holding anything: the caller recomputes the block from
+ * its inputs, so d must not be an input's memory. One test per block
+ * instead of one per group of 16 (docs/architecture.md "Emulated engine
+ * cost"). */
+bool ld_fuse_round_plain(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float lo, float hi,
+                         int64_t n);
+
+/* Like ld_fuse_round_plain for a d that may be a vector operand's memory
+ * (in place): groups of 32 results are tested before they are stored, and
+ * it stops at the first group that is not all plain. Returns how many
+ * values from the start it stored (a multiple of 32; 0 for other ops,
+ * fewer than 32 values or no AVX2); the inputs of the others are
+ * untouched. */
+int64_t ld_fuse_round_plain_prefix(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float lo,
+                                   float hi, int64_t n);
+
+/* For tests: -1 (default) lets chains use ld_fuse_round_plain, 0 turns it
+ * off (the per-group loops alone), 1 on. Read when a chain starts. */
+void ld_fuse_round_plain_force(int mode);
+bool ld_fuse_round_plain_enabled(void);
 
 #endif

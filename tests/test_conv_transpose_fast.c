@@ -7,7 +7,8 @@
  * (signed zeros, infinities, NaN), outputs large enough for its streaming
  * stores, inputs packed and read in place (one output channel, too many
  * input channels); the output-rounding callback sees every
- * output row once; and the whole operator (conv_transpose.c) gives the same
+ * output row once; float16 rounding in the tiles (round_fp16_inline) gives
+ * the values and counters of the engine's rounding after the kernel; and the whole operator (conv_transpose.c) gives the same
  * bits with the fused level and without, on 1 and 2 threads, with groups
  * and batches. Skipped with a message when the CPU lacks AVX2 + FMA. */
 #include <setjmp.h>
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/emulated_count.h"
 #include "backends/kernels/conv_direct.h"
 #include "backends/kernels/conv_direct_internal.h"
 #include "backends/kernels/conv_transpose_fast.h"
@@ -107,6 +109,57 @@ static void chop(void *user, int output, float *v, int64_t n)
     }
 }
 
+/* The emulated engine's counting float16 rounding (round_block), tallied. */
+static void fp16_round(void *user, int output, float *v, int64_t n)
+{
+    assert_int_equal(output, 0);
+    ld_emu_round_counted(v, v, n, LD_PRECISION_FP16, NULL, 1, user);
+}
+
+static void same_tally(const ld_emu_tally *a, const ld_emu_tally *b)
+{
+    assert_int_equal(a->overflows, b->overflows);
+    assert_int_equal(a->underflows, b->underflows);
+    assert_int_equal(a->subnormals, b->subnormals);
+    assert_int_equal(a->src_infs, b->src_infs);
+    assert_int_equal(a->src_nans, b->src_nans);
+}
+
+/* Float16 rounding in the tiles (round_fp16_inline): the values and
+ * counters of the counting rounding over the whole output after the kernel
+ * (what the engine's per-row round_block gives), for the inputs as they
+ * are (mostly plain outputs: the tiles round them) and scaled by 2^-13
+ * with the bias (outputs around float16's smallest normal: runs that are
+ * not plain go to round_block); in two calls of input rows. */
+static void check_fp16_inline(const float *x, const float *w, const float *bias, float *want,
+                              float *got, int64_t C, int64_t M, int64_t H, int64_t W)
+{
+    int64_t P = H * W, out = 4 * M * P;
+    float *xs = floats(C * P, false), *bs = floats(M, false);
+    for (int scaled = 0; scaled <= 1; scaled++) {
+        for (int64_t i = 0; i < C * P; i++)
+            xs[i] = scaled ? x[i] * 0x1p-13f : x[i];
+        for (int64_t i = 0; bias && i < M; i++)
+            bs[i] = scaled ? bias[i] * 0x1p-13f : bias[i];
+        const float *b = bias ? bs : NULL;
+        ld_convt2x2_rows_f32_avx2(xs, w, b, want, C, M, H, W, 0, H, NULL, false);
+        ld_emu_tally tw = {0}, tg = {0};
+        ld_emu_round_counted(want, want, out, LD_PRECISION_FP16, NULL, 1, &tw);
+        ld_conv_round round = {fp16_round, &tg};
+        memset(got, 0xff, (size_t)out * sizeof *got);
+        ld_convt2x2_rows_f32_avx2(xs, w, b, got, C, M, H, W, 0, H / 2, &round, true);
+        ld_convt2x2_rows_f32_avx2(xs, w, b, got, C, M, H, W, H / 2, H, &round, true);
+        for (int64_t i = 0; i < out; i++)
+            if (memcmp(&want[i], &got[i], sizeof *got) != 0)
+                fail_msg("fp16 in the tiles, C %lld M %lld H %lld W %lld scaled %d: output "
+                         "%lld is %a, want %a", (long long)C, (long long)M, (long long)H,
+                         (long long)W, scaled, (long long)i, (double)got[i], (double)want[i]);
+        same_tally(&tw, &tg);
+    }
+    free(xs);
+    free(bs);
+}
+
 static const ld_conv_direct_level levels[] = {LD_CONV_DIRECT_AVX2, LD_CONV_DIRECT_AVX512};
 
 static void check_case(int64_t C, int64_t M, int64_t H, int64_t W, bool with_bias, bool special)
@@ -114,7 +167,9 @@ static void check_case(int64_t C, int64_t M, int64_t H, int64_t W, bool with_bia
     int64_t P = H * W, out = 4 * M * P;
     float *x = floats(C * P, special), *w = floats(C * M * 4, special);
     float *bias = with_bias ? floats(M, special) : NULL;
-    float *want = malloc((size_t)out * sizeof *want), *got = malloc((size_t)out * sizeof *got);
+    /* aligned as a tensor's data is, so that outputs of 4 MiB and more stream */
+    size_t bytes = ((size_t)out * sizeof(float) + 63) / 64 * 64;
+    float *want = aligned_alloc(64, bytes), *got = aligned_alloc(64, bytes);
     assert_non_null(want);
     assert_non_null(got);
     for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
@@ -123,8 +178,8 @@ static void check_case(int64_t C, int64_t M, int64_t H, int64_t W, bool with_bia
         reference(x, w, bias, want, C, M, H, W);
         memset(got, 0xff, (size_t)out * sizeof *got);
         /* in two calls, as two claims of input rows would */
-        ld_convt2x2_rows_f32_avx2(x, w, bias, got, C, M, H, W, 0, H / 2, NULL);
-        ld_convt2x2_rows_f32_avx2(x, w, bias, got, C, M, H, W, H / 2, H, NULL);
+        ld_convt2x2_rows_f32_avx2(x, w, bias, got, C, M, H, W, 0, H / 2, NULL, false);
+        ld_convt2x2_rows_f32_avx2(x, w, bias, got, C, M, H, W, H / 2, H, NULL, false);
         if (memcmp(want, got, (size_t)out * sizeof *got) != 0) {
             for (int64_t i = 0; i < out; i++)
                 if (memcmp(&want[i], &got[i], sizeof *got) != 0) {
@@ -140,13 +195,14 @@ static void check_case(int64_t C, int64_t M, int64_t H, int64_t W, bool with_bia
         /* rounding: every output row once, after it is complete */
         round_log log = {0};
         ld_conv_round round = {chop, &log};
-        ld_convt2x2_rows_f32_avx2(x, w, bias, got, C, M, H, W, 0, H, &round);
+        ld_convt2x2_rows_f32_avx2(x, w, bias, got, C, M, H, W, 0, H, &round, false);
         assert_int_equal(log.calls, 2 * M * H);
         assert_int_equal(log.values, out);
         round_log ref_log = {0};
         for (int64_t r = 0; r < 2 * M * H; r++)
             chop(&ref_log, 0, want + r * 2 * W, 2 * W);
         assert_memory_equal(want, got, (size_t)out * sizeof *got);
+        check_fp16_inline(x, w, bias, want, got, C, M, H, W);
     }
     ld_conv_direct_force_level(LD_CONV_DIRECT_AUTO);
     free(x);

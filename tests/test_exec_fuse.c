@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "backends/exec.h"
+#include "backends/exec_fuse_ops.h"
 #include "backends/kernels/activation_round.h"
 #include "backends/kernels/elementwise_round.h"
 #include "layerdiff/engine.h"
@@ -125,6 +126,21 @@ static void fill_mode(ld_tensor *t, uint32_t seed, bool finite)
         }
         if (finite && !isfinite(x[i]))
             x[i] = i % 2 ? 3e38f : -2e38f;
+    }
+}
+
+/* Mostly plain values for float16 (zero, or magnitude in [2^-14, 65520)):
+ * most fused blocks are then all plain and take the chains' block-wise
+ * rounding (exec_fuse_round.c); one element in ~2000 is of fill_mode's
+ * awkward kinds, so some blocks fall back to the per-group loops. */
+static void fill_sparse(ld_tensor *t, uint32_t seed)
+{
+    fill_mode(t, seed, false);
+    float *x = t->data;
+    for (int64_t i = 0; i < t->count; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        if (seed % 2003 != 0 && (!isfinite(x[i]) || fabsf(x[i]) < 0.01f || fabsf(x[i]) > 60000))
+            x[i] = (float)(seed >> 8) / (float)(1u << 24) * 7.0f + 0.5f;
     }
 }
 
@@ -553,20 +569,28 @@ static void emu_compare_level(const ld_graph *g, const ld_engine_config *cfg,
 
 /* Values, types, precisions and every counter the same fused and unfused,
  * at each level of the in-loop float16 rounding (elementwise_round.h, activation_round.h) the
- * CPU has: the portable one hands every block to round_block. */
+ * CPU has (the portable one hands every block to round_block), with and without the
+ * chains' block-wise plain rounding (exec_fuse_ops.h, ld_fuse_round_plain). */
 static void emu_compare(const ld_graph *g, const ld_engine_config *cfg, ld_tensor *const *inputs,
                         int threads, bool want_fused)
 {
     for (int level = LD_EW_ROUND_NONE; level <= LD_EW_ROUND_AVX2; level++) {
         if (!ld_ew_round_force_level(level))
             continue;
-        /* Clip/Relu's level (activation_round.h) both ways under each */
-        for (int act = LD_ACT_ROUND_NONE; act <= LD_ACT_ROUND_AVX2; act++)
-            if (ld_act_round_force_level(act))
+        /* Clip/Relu's level (activation_round.h) both ways under each, and
+           the chains' block-wise plain rounding (exec_fuse_round.c) off and on */
+        for (int act = LD_ACT_ROUND_NONE; act <= LD_ACT_ROUND_AVX2; act++) {
+            if (!ld_act_round_force_level(act))
+                continue;
+            for (int plain = 0; plain <= 1; plain++) {
+                ld_fuse_round_plain_force(plain);
                 emu_compare_level(g, cfg, inputs, threads, want_fused);
+            }
+        }
     }
     ld_ew_round_force_level(-1);
     ld_act_round_force_level(-1);
+    ld_fuse_round_plain_force(-1);
 }
 
 static void emu_compare_level(const ld_graph *g, const ld_engine_config *cfg,
@@ -625,6 +649,8 @@ static void emu_case(bool fp16, bool bf16, bool flush, int threads)
         fill_mode(x, 21, finite);
         emu_compare(g, &cfg, &x, threads, !flush);
     }
+    fill_sparse(x, 22);
+    emu_compare(g, &cfg, &x, threads, !flush);
     ld_engine_config_clear(&cfg);
     ld_tensor_destroy(x);
     ld_graph_destroy((ld_graph *)g);

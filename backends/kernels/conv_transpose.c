@@ -287,6 +287,7 @@ typedef struct {
     float *y;
     int64_t C, M, H, W;
     const ld_conv_round *round;
+    bool round_fp16_inline;
 } fused_job;
 
 static void fused_rows(void *arg, int worker, int64_t r0, int64_t r1)
@@ -294,7 +295,7 @@ static void fused_rows(void *arg, int worker, int64_t r0, int64_t r1)
     (void)worker;
     const fused_job *j = arg;
     ld_convt2x2_rows_f32_avx2(j->x, j->w, j->bias, j->y, j->C, j->M, j->H, j->W, r0, r1,
-                              j->round);
+                              j->round, j->round_fp16_inline);
 }
 
 /* One image and group of a fused_2x2 float32 ConvTranspose: input rows go
@@ -302,10 +303,10 @@ static void fused_rows(void *arg, int worker, int64_t r0, int64_t r1)
  * own output rows, so the thread count changes no result. */
 static void fused_2x2_f32(const float *x, const float *w, const float *bias, float *y,
                           int64_t Cg, int64_t Mg, const ld_window_geom *g, int threads,
-                          const ld_conv_round *round)
+                          const ld_conv_round *round, bool round_fp16_inline)
 {
     fused_job job = {.x = x, .w = w, .bias = bias, .y = y, .C = Cg, .M = Mg, .H = g->in[1],
-                     .W = g->in[2], .round = round};
+                     .W = g->in[2], .round = round, .round_fp16_inline = round_fp16_inline};
     int64_t work = Mg * 4 * Cg * g->in_size;
     ld_conv_pool_run(work > LD_PARALLEL_MIN_WORK ? threads : 1, g->in[1], 4, fused_rows, &job);
 }
@@ -354,6 +355,8 @@ static ld_status convt_compute(ld_kernel_ctx *ctx)
     const ld_tensor *out = ctx->outputs[0];
     ld_conv_round round = {ctx->round_block, ctx->round_user};
     bool rounds = once && ctx->round_block && out->dtype == LD_DTYPE_FLOAT32;
+    /* the fused kernel may round float16 in its tiles (kernel.h) */
+    bool fp16_inline = rounds && ctx->round_fp16_inline && !ctx->round_fp16_bits;
     ctx->flops += (int64_t)(2.0 * (double)p.N * (double)p.group * (double)rows_k *
                             (double)(rows * row_len) * (double)Cg);
     if (fused) {
@@ -363,7 +366,7 @@ static ld_status convt_compute(ld_kernel_ctx *ctx)
                               (const float *)p.w + gr * Cg * rows_k,
                               p.b ? (const float *)p.b + gr * Mg : NULL,
                               (float *)p.y + (n * p.M + gr * Mg) * g->out_size, Cg, Mg, g,
-                              ctx->threads, rounds ? &round : NULL);
+                              ctx->threads, rounds ? &round : NULL, fp16_inline);
         if (rounds)
             ctx->rounded_outputs |= 1u;
         return LD_OK;

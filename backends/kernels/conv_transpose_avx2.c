@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "backends/kernels/conv_direct_internal.h"
+#include "backends/kernels/fp16_split.h"
 
 #define LANES 8
 /* The per-call stack buffer of packed input rows (32 KiB). */
@@ -74,8 +75,8 @@ bool ld_convt_force_level(ld_convt_level level)
  * FMA), and reading the C input rows in place as fast as packing them. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 tile(const float *xb, int64_t cs, const float *w, const float *bias, float *y, int64_t C,
-     int64_t M, int64_t H, int64_t W, int64_t ih, int64_t m, int64_t iw0, const int NV,
-     const int NT)
+     int64_t M, int64_t H, int64_t W, int64_t ih, int64_t m, int64_t iw0,
+     const ld_conv_round *round, const int NV, const int NT, const int RND)
 {
     __m256 acc[4][3];
 #pragma GCC unroll 4
@@ -102,40 +103,70 @@ tile(const float *xb, int64_t cs, const float *w, const float *bias, float *y, i
 #pragma GCC unroll 2
     for (int kh = 0; kh < 2; kh++) {
         float *yr = y + m * 4 * plane + (2 * ih + kh) * 2 * W + 2 * iw0;
+        __m256 out[6];
 #pragma GCC unroll 3
         for (int v = 0; v < NV; v++) {
             __m256 a = _mm256_add_ps(bv, acc[2 * kh][v]);
             __m256 b = _mm256_add_ps(bv, acc[2 * kh + 1][v]);
             __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
-            __m256 y0 = _mm256_permute2f128_ps(lo, hi, 0x20);
-            __m256 y1 = _mm256_permute2f128_ps(lo, hi, 0x31);
-            if (NT) { /* whole aligned 64-byte lines (see STREAM_MIN_BYTES) */
-                _mm256_stream_ps(yr + 2 * v * LANES, y0);
-                _mm256_stream_ps(yr + 2 * v * LANES + LANES, y1);
-            } else {
-                _mm256_storeu_ps(yr + 2 * v * LANES, y0);
-                _mm256_storeu_ps(yr + 2 * v * LANES + LANES, y1);
-            }
+            out[2 * v] = _mm256_permute2f128_ps(lo, hi, 0x20);
+            out[2 * v + 1] = _mm256_permute2f128_ps(lo, hi, 0x31);
         }
+        /* RND: the run of 2 NV vectors rounded to float16 here when all its
+         * values are plain (fp16_split.h), as the direct convolution's
+         * store_run; else stored as is and handed to round->block */
+        bool plain = true;
+        if (RND) {
+#pragma GCC unroll 3
+            for (int v = 0; v < NV; v++)
+                plain = plain && ld_fp16_plain8x2(out[2 * v], out[2 * v + 1]);
+            if (plain)
+#pragma GCC unroll 6
+                for (int v = 0; v < 2 * NV; v++)
+                    out[v] = ld_fp16_split8(out[v]);
+        }
+#pragma GCC unroll 6
+        for (int v = 0; v < 2 * NV; v++) {
+            if (NT && plain) /* whole aligned 64-byte lines (see STREAM_MIN_BYTES) */
+                _mm256_stream_ps(yr + v * LANES, out[v]);
+            else
+                _mm256_storeu_ps(yr + v * LANES, out[v]);
+        }
+        if (RND && !plain)
+            round->block(round->user, 0, yr, 2 * NV * LANES);
     }
 }
 
-#define DEFINE_TILE(NV, NT, NAME)                                                              \
+#define DEFINE_TILE(NV, NT, RND, NAME)                                                         \
     __attribute__((target("avx2,fma"))) static void NAME(                                      \
         const float *xb, int64_t cs, const float *w, const float *bias, float *y, int64_t C,   \
-        int64_t M, int64_t H, int64_t W, int64_t ih, int64_t m, int64_t iw0)                   \
+        int64_t M, int64_t H, int64_t W, int64_t ih, int64_t m, int64_t iw0,                   \
+        const ld_conv_round *round)                                                            \
     {                                                                                          \
-        tile(xb, cs, w, bias, y, C, M, H, W, ih, m, iw0, NV, NT);                              \
+        tile(xb, cs, w, bias, y, C, M, H, W, ih, m, iw0, round, NV, NT, RND);                  \
     }
-DEFINE_TILE(3, 0, tile3)
-DEFINE_TILE(2, 0, tile2)
-DEFINE_TILE(1, 0, tile1)
-DEFINE_TILE(3, 1, stream3)
-DEFINE_TILE(2, 1, stream2)
-DEFINE_TILE(1, 1, stream1)
+DEFINE_TILE(3, 0, 0, tile3)
+DEFINE_TILE(2, 0, 0, tile2)
+DEFINE_TILE(1, 0, 0, tile1)
+DEFINE_TILE(3, 1, 0, stream3)
+DEFINE_TILE(2, 1, 0, stream2)
+DEFINE_TILE(1, 1, 0, stream1)
+DEFINE_TILE(3, 0, 1, round3)
+DEFINE_TILE(2, 0, 1, round2)
+DEFINE_TILE(1, 0, 1, round1)
+DEFINE_TILE(3, 1, 1, stream_round3)
+DEFINE_TILE(2, 1, 1, stream_round2)
+DEFINE_TILE(1, 1, 1, stream_round1)
 
 typedef void (*tile_fn)(const float *, int64_t, const float *, const float *, float *, int64_t,
-                        int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+                        int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                        const ld_conv_round *);
+
+/* [rounds in the tile][streams][NV - 1] */
+static const tile_fn tiles[2][2][3] = {
+    {{tile1, tile2, tile3}, {stream1, stream2, stream3}},
+    {{round1, round2, round3}, {stream_round1, stream_round2, stream_round3}},
+};
 
 /* Outputs of at least this many bytes (all channels) are written with
  * streaming stores: they are far larger than L2, and plain stores first
@@ -180,15 +211,18 @@ static void prefetch_row(const float *x, int64_t C, int64_t H, int64_t W, int64_
 
 void ld_convt2x2_rows_f32_avx2(const float *x, const float *w, const float *bias, float *y,
                                int64_t C, int64_t M, int64_t H, int64_t W, int64_t ih0,
-                               int64_t ih1, const ld_conv_round *round)
+                               int64_t ih1, const ld_conv_round *round, bool round_fp16_inline)
 {
     const int64_t full = W / LANES * LANES; /* columns in whole vectors */
-    /* streaming stores need aligned rows (and a rounding callback would
-     * read each row back right away) */
-    const bool stream = !round && M * 4 * H * W * (int64_t)sizeof(float) >= STREAM_MIN_BYTES &&
+    const bool in_tile = round && round_fp16_inline;
+    /* streaming stores need aligned rows (and a rounding callback after
+     * the row would read it back right away; in the tile only the runs
+     * that are not plain go to it, stored the usual way) */
+    const bool stream = (!round || in_tile) &&
+                        M * 4 * H * W * (int64_t)sizeof(float) >= STREAM_MIN_BYTES &&
                         W % 4 == 0 && (uintptr_t)y % 32 == 0;
-    const tile_fn t3 = stream ? stream3 : tile3, t2 = stream ? stream2 : tile2,
-                  t1 = stream ? stream1 : tile1;
+    const tile_fn t3 = tiles[in_tile][stream][2], t2 = tiles[in_tile][stream][1],
+                  t1 = tiles[in_tile][stream][0];
     float buf[PACK_FLOATS];
     /* With more than one output channel the input row of every channel is
      * read once per channel: copied here rows ld floats apart (64 bytes
@@ -211,19 +245,21 @@ void ld_convt2x2_rows_f32_avx2(const float *x, const float *w, const float *bias
         for (int64_t m = 0; m < M; m++) {
             int64_t i = 0;
             for (; i + 3 * LANES <= full; i += 3 * LANES)
-                t3(xr + i, cs, w, bias, y, C, M, H, W, ih, m, i);
+                t3(xr + i, cs, w, bias, y, C, M, H, W, ih, m, i, round);
             for (; i + 2 * LANES <= full; i += 2 * LANES)
-                t2(xr + i, cs, w, bias, y, C, M, H, W, ih, m, i);
+                t2(xr + i, cs, w, bias, y, C, M, H, W, ih, m, i, round);
             for (; i < full; i += LANES)
-                t1(xr + i, cs, w, bias, y, C, M, H, W, ih, m, i);
+                t1(xr + i, cs, w, bias, y, C, M, H, W, ih, m, i, round);
         }
         if (full < W)
             tail_columns(x, w, bias, y, C, M, H, W, ih, full);
-        if (round)
+        /* the rows (or, rounded in the tiles, their tail columns) */
+        int64_t from = in_tile ? 2 * full : 0;
+        if (round && from < 2 * W)
             for (int64_t m = 0; m < M; m++)
                 for (int64_t kh = 0; kh < 2; kh++)
-                    round->block(round->user, 0, y + m * 4 * H * W + (2 * ih + kh) * 2 * W,
-                                 2 * W);
+                    round->block(round->user, 0,
+                                 y + m * 4 * H * W + (2 * ih + kh) * 2 * W + from, 2 * W - from);
     }
     if (stream)
         _mm_sfence(); /* the streamed stores before the pool's hand-back */

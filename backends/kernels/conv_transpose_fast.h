@@ -36,10 +36,15 @@ bool ld_convt_force_level(ld_convt_level level);
  * compute (conv_transpose.c's once path), bit for bit. x: C planes of H x W
  * floats; w: [C][M][2][2]; y: M planes of 2H x 2W (outputs of 4 MiB and
  * more go out with streaming stores, fenced before returning). round: NULL
- * or called on each output row once it is complete. Only when
+ * or called on each output row once it is complete; with round_fp16_inline
+ * (the caller's ld_kernel_ctx offers it and wants no float16 bits back,
+ * kernel.h) the tiles round their runs of 16-48 outputs to float16
+ * themselves when every value is plain (fp16_split.h, conv_direct.h's
+ * scheme) and hand only the other runs, and the columns past the last
+ * whole vector, to round->block: the same values and counters. Only when
  * ld_convt_level_supported(LD_CONVT_AVX2). */
 void ld_convt2x2_rows_f32_avx2(const float *x, const float *w, const float *bias, float *y,
                                int64_t C, int64_t M, int64_t H, int64_t W, int64_t ih0,
-                               int64_t ih1, const ld_conv_round *round);
+                               int64_t ih1, const ld_conv_round *round, bool round_fp16_inline);
 
 #endif
