@@ -55,7 +55,7 @@ ld_convt_level ld_convt_level_active(void)
     int f = atomic_load(&forced_level);
     if (f != LD_CONVT_AUTO)
         return (ld_convt_level)f;
-    return ld_conv_direct_level_active() == LD_CONV_DIRECT_AVX2 ? LD_CONVT_AVX2 : LD_CONVT_NONE;
+    return ld_conv_direct_level_active() == LD_CONV_DIRECT_NONE ? LD_CONVT_NONE : LD_CONVT_AVX2;
 }
 
 bool ld_convt_force_level(ld_convt_level level)
