@@ -377,8 +377,8 @@ static void test_direct_every_variant(void **state)
 }
 
 /* Pointwise convolutions run each span's full tiles in one call, channel
- * blocks outside and tiles inside (conv_direct_body.h; AVX2), or one call
- * per tile (AVX-512), then the span's partial tile: every variant of every level on spans of several full
+ * blocks outside and tiles inside (conv_direct_body.h), then the span's
+ * partial tile: every variant of every level on spans of several full
  * tiles and a rest (C = 2: spans of 256 positions), spans of one or two
  * tiles (C = 300: spans of 24-48 positions), M a block and one over, a
  * plane ending in a partial vector, and one product large enough to run

@@ -415,7 +415,6 @@ typedef struct {
     const ld_cd_variant *v;
     const ld_cd_isa *isa;
     float *bufs; /* per worker: C x MAX_SPAN floats */
-    bool tiles_outer;
 } pw_job;
 
 static void pw_items(void *arg, int worker, int64_t t0, int64_t t1)
@@ -430,12 +429,8 @@ static void pw_items(void *arg, int worker, int64_t t0, int64_t t1)
         int64_t first = t * p->span / lanes, end = first + p->span / lanes;
         end = end < p->blocks ? end : p->blocks;
         int64_t full = (end - first) / p->NV, rest = (end - first) % p->NV;
-        if (j->tiles_outer) { /* AVX-512: each tile runs every channel block */
-            for (int64_t i = 0; i < full; i++)
-                v->pw[p->NV - 1](p, first + i * p->NV, 1, buf + i * p->NV * lanes);
-        } else if (full) { /* all channel blocks of all full tiles: conv_direct_body.h */
+        if (full) /* all channel blocks of all full tiles: conv_direct_body.h */
             v->pw[p->NV - 1](p, first, full, buf);
-        }
         if (rest)
             v->pw[rest - 1](p, first + full * p->NV, 1, buf + full * p->NV * lanes);
     }
@@ -460,10 +455,7 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
     bool parallel = threads > 1 &&
                     (double)p->M * (double)p->C * (double)p->P >= PARALLEL_MIN_MACS;
     int claim = claim_size(spans, threads);
-    /* Channel blocks outside the tiles was measured on Zen 3 (AVX2) only;
-     * AVX-512 keeps the order it was tuned with on Zen 5: tiles outside. */
-    const bool tiles_outer = isa == &ld_cd_isa_avx512;
-    pw_job job = {.p = p, .v = v, .isa = isa, .bufs = bufs, .tiles_outer = tiles_outer};
+    pw_job job = {.p = p, .v = v, .isa = isa, .bufs = bufs};
     ld_conv_pool_run(parallel ? threads : 1, spans, claim, pw_items, &job);
 }
 
