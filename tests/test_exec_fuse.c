@@ -24,6 +24,7 @@
 
 #include "backends/exec.h"
 #include "backends/exec_fuse_ops.h"
+#include "backends/kernels/conv_pool.h"
 #include "backends/kernels/activation_round.h"
 #include "backends/kernels/elementwise_round.h"
 #include "layerdiff/engine.h"
@@ -313,6 +314,18 @@ static void test_det_like_two_threads(void **state)
     (void)state;
     det_like_case(2, 4, 97, 91, 2);      /* 70616 elements: parallel */
     det_like_case(1, 16, 64, 64, 2);     /* planes a multiple of the block */
+}
+
+/* A chain's blocks run on the convolutions' claim pool (exec_fuse.c,
+ * compute): with 2 threads its helper takes some of them. A busy machine
+ * may keep the helper off the CPU for one run, not for fifty. */
+static void test_chain_blocks_share_the_claim_pool(void **state)
+{
+    (void)state;
+    int64_t before = ld_conv_pool_shared_jobs();
+    for (int i = 0; i < 50 && ld_conv_pool_shared_jobs() == before; i++)
+        det_like_case(1, 16, 128, 128, 2);
+    assert_true(ld_conv_pool_shared_jobs() > before);
 }
 
 /* --- chains ended and broken ---------------------------------------------------------- */
@@ -700,6 +713,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_det_like_one_thread),
         T(test_det_like_two_threads),
+        T(test_chain_blocks_share_the_claim_pool),
         T(test_non_broadcastable_constant_ends_chain),
         T(test_live_inputs),
         T(test_clip_attributes),

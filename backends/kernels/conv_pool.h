@@ -1,4 +1,6 @@
-/* layerdiff — the convolutions' claim pool (internal to backends/kernels).
+/* layerdiff — the convolutions' claim pool (internal to backends/; the fused
+ * elementwise chains of exec_fuse.c use it too, so that a run keeps one
+ * helper thread instead of waking OpenMP's and this pool's in turn).
  *
  * Why. An OpenMP parallel region ends with a join that waits for every
  * thread of the team, including a worker that the scheduler has not run
