@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/kernels/conv_pool.h"
 #include "backends/kernels/fast_level.h"
 #include "backends/kernels/resize_internal.h"
 
@@ -206,6 +207,48 @@ static void nearest_round_rows(const ld_kernel_ctx *ctx, ld_tensor *y, int64_t f
     ctx->round_block(ctx->round_user, 0, (float *)y->data + first * width, n_rows * width);
 }
 
+typedef struct {
+    const ld_kernel_ctx *ctx;
+    const gather_job *job;
+    ld_tensor *y;
+    const unsigned char *src;
+    bool round;
+    int64_t width;
+    size_t row_bytes;
+} nearest_rows_job;
+
+/* Output rows [r0, r1) of a nearest resize (a claim of ld_conv_pool_run). */
+static void nearest_rows(void *arg, int worker, int64_t r0, int64_t r1)
+{
+    (void)worker;
+    const nearest_rows_job *j = arg;
+    const int64_t width = j->width;
+    unsigned char *dst = j->y->data;
+    int64_t prev_base = -2, prev_row = -1, run = -1; /* run: first row not yet rounded */
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t base = gather_row_base(j->job, r);
+        unsigned char *out_row = dst + (size_t)r * j->row_bytes;
+        /* Upsampling repeats source rows: copy the row just made (while it
+         * is not rounded yet: each value is rounded and counted once, as
+         * made). */
+        if (base == prev_base && prev_row == r - 1 && (!j->round || (run >= 0 && run < r)))
+            memcpy(out_row, out_row - j->row_bytes, j->row_bytes);
+        else
+            gather_row(j->job, j->src, out_row, base < 0 ? 0 : base, base < 0);
+        prev_base = base;
+        prev_row = r;
+        if (j->round) {
+            run = run < 0 ? r : run;
+            if ((r - run + 1) * width >= RESIZE_ROUND_BLOCK) {
+                nearest_round_rows(j->ctx, j->y, run, r + 1 - run, width);
+                run = -1;
+            }
+        }
+    }
+    if (j->round && run >= 0) /* this claim's last rows */
+        nearest_round_rows(j->ctx, j->y, run, prev_row + 1 - run, width);
+}
+
 ld_status ld_resize_nearest(ld_kernel_ctx *ctx, const resize_plan *p, const axis_table *tables)
 {
     const resize_state *s = ctx->state;
@@ -232,38 +275,16 @@ ld_status ld_resize_nearest(ld_kernel_ctx *ctx, const resize_plan *p, const axis
                 tables[d].outside && tables[d].outside[j] ? -1 : tables[d].index[j] * in_stride[d];
     int64_t width = p->out[p->rank - 1], rows = y->count / width;
     size_t row_bytes = (size_t)width * job.elem;
-    const unsigned char *src = x->data;
-    unsigned char *dst = y->data;
     bool round = nearest_rounds_output(ctx, y);
     job.repeat = repeat_factor(p, tables, job.elem);
     job.level = ld_fast_level_active();
-#pragma omp parallel num_threads(ctx->threads) if (y->count > RESIZE_PARALLEL_MIN)
-    {
-        int64_t prev_base = -2, prev_row = -1, run = -1; /* run: first row not yet rounded */
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            int64_t base = gather_row_base(&job, r);
-            unsigned char *out_row = dst + (size_t)r * row_bytes;
-            /* Upsampling repeats source rows: copy the row just made (while
-             * it is not rounded yet: each value is rounded and counted once,
-             * as made). */
-            if (base == prev_base && prev_row == r - 1 && (!round || (run >= 0 && run < r)))
-                memcpy(out_row, out_row - row_bytes, row_bytes);
-            else
-                gather_row(&job, src, out_row, base < 0 ? 0 : base, base < 0);
-            prev_base = base;
-            prev_row = r;
-            if (round) {
-                run = run < 0 ? r : run;
-                if ((r - run + 1) * width >= RESIZE_ROUND_BLOCK) {
-                    nearest_round_rows(ctx, y, run, r + 1 - run, width);
-                    run = -1;
-                }
-            }
-        }
-        if (round && run >= 0) /* this thread's last rows */
-            nearest_round_rows(ctx, y, run, prev_row + 1 - run, width);
-    }
+    nearest_rows_job rj = {.ctx = ctx, .job = &job, .y = y, .src = x->data, .round = round,
+                           .width = width, .row_bytes = row_bytes};
+    /* on the convolutions' claim pool, as the fused chains (exec_fuse.c):
+       one helper thread for the whole run instead of waking OpenMP's */
+    int threads = y->count > RESIZE_PARALLEL_MIN ? ctx->threads : 1;
+    int64_t claim = rows / (8 * (int64_t)(threads > 1 ? threads : 1));
+    ld_conv_pool_run(threads, rows, claim < 1 ? 1 : claim, nearest_rows, &rj);
     if (round)
         ctx->rounded_outputs |= 1u;
     free(job.offsets);
