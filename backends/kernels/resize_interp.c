@@ -191,7 +191,7 @@ static int64_t gather_row_base(const gather_job *job, int64_t r)
 }
 
 /* Output rounding fused into nearest mode (kernel.h, round_block): each
- * thread hands its consecutive output rows to the hook in runs of at least
+ * claim hands its consecutive output rows to the hook in runs of at least
  * RESIZE_ROUND_BLOCK values, right after writing them, instead of the
  * engine's second pass over the output. */
 #define RESIZE_ROUND_BLOCK 4096
