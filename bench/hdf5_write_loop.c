@@ -137,8 +137,8 @@ int main(int argc, char **argv)
     }
     remove(argv[2]);
     printf("{\"bytes\": %" PRIu64 ", \"datasets\": %zu, \"trials\": %d, \"loop_seconds\": %.6f, "
-           "\"loop_cpu_seconds\": %.6f, \"close_seconds\": %.6f}\n", bytes, n, trials, best, best_cpu,
-           best_close);
+           "\"loop_cpu_seconds\": %.6f, \"close_seconds\": %.6f}\n",
+           bytes, n, trials, best, best_cpu, best_close);
     free(data);
     free(sizes);
     return 0;
