@@ -152,7 +152,7 @@ $(BUILD)/plugins/%.so: tests/plugins/%.c $(BUILD)/config.mk
 
 # --- tests ------------------------------------------------------------------------
 # Last step: memcheck on the release binary over CI's subset (scripts/valgrind.sh).
-test: $(UNIT_BINS) $(EXH_BINS) $(ASAN_BIN) $(BIN) $(PLUGINS) $(VG_PLUGINS) $(BUILD)/bench/fma_peak ## build and run every test (unit, exhaustive, end-to-end, then valgrind on a subset)
+test: $(UNIT_BINS) $(EXH_BINS) $(ASAN_BIN) $(BIN) $(PLUGINS) $(VG_PLUGINS) $(BUILD)/bench/fma_peak $(BUILD)/bench/hdf5_write_loop ## build and run every test (unit, exhaustive, end-to-end, then valgrind on a subset)
 	@status=0; \
 	  bash scripts/run-tests.sh --build $(BUILD) $(UNIT_BINS) $(EXH_BINS) -- tests/e2e/test_*.sh || status=1; \
 	  echo; echo "=== valgrind memcheck (VALGRIND_SUBSET=ci)"; \
@@ -162,7 +162,7 @@ test: $(UNIT_BINS) $(EXH_BINS) $(ASAN_BIN) $(BIN) $(PLUGINS) $(VG_PLUGINS) $(BUI
 unit-test: $(UNIT_BINS) ## run the cmocka unit tests only
 	@bash scripts/run-tests.sh --build $(BUILD) $(UNIT_BINS) --
 
-e2e-test: $(ASAN_BIN) $(BIN) $(PLUGINS) $(BUILD)/bench/fma_peak ## run the end-to-end CLI tests only
+e2e-test: $(ASAN_BIN) $(BIN) $(PLUGINS) $(BUILD)/bench/fma_peak $(BUILD)/bench/hdf5_write_loop ## run the end-to-end CLI tests only
 	@bash scripts/run-tests.sh --build $(BUILD) -- tests/e2e/test_*.sh
 
 exhaustive-test: $(EXH_BINS) ## run the exhaustive 2^32 rounding checks only

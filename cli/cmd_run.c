@@ -294,7 +294,7 @@ static void destroy_backends(prepared *p, int n)
 
 /* Adds the backend's profile of the run just done to the report. */
 static ld_status add_profile(const prepared *p, ld_profile_report *report, double run_seconds,
-                             double dump_seconds, ld_error *err)
+                             ld_profile_dump_time dump, ld_error *err)
 {
     ld_backend_profile prof = {0};
     bool have = p->vt->profile != NULL;
@@ -303,7 +303,7 @@ static ld_status add_profile(const prepared *p, ld_profile_report *report, doubl
         if (st != LD_OK)
             return backend_failed(p->vt->name, st, err);
     }
-    return ld_profile_report_add(report, p->vt->name, run_seconds, dump_seconds,
+    return ld_profile_report_add(report, p->vt->name, run_seconds, dump,
                                  have ? &prof : NULL, opt.profile ? stdout : NULL, err);
 }
 
@@ -372,7 +372,8 @@ static ld_status run_backend(const prepared *p, const ld_graph *g, const ld_inpu
     if (st == LD_OK)
         print_backend(&sink, p->prepare_seconds, run_seconds);
     if (st == LD_OK && report)
-        st = add_profile(p, report, run_seconds, sink.dump_seconds, err);
+        st = add_profile(p, report, run_seconds,
+                         (ld_profile_dump_time){sink.dump_seconds, sink.dump_cpu_seconds}, err);
     ld_run_sink_free(&sink);
     return st;
 }
@@ -425,10 +426,15 @@ static ld_status compare_backends(prepared *p, const ld_graph *g, const ld_input
                    c.isolate_seconds * 1e3);
     }
     if (st == LD_OK && report)
-        st = add_profile(&p[0], report, ref.seconds, ref.sink.dump_seconds, err);
+        st = add_profile(&p[0], report, ref.seconds,
+                         (ld_profile_dump_time){ref.sink.dump_seconds, ref.sink.dump_cpu_seconds},
+                         err);
     if (st == LD_OK && report)
         st = add_profile(&p[1], report, test.seconds,
-                         test.sink.dump_seconds + c.iso_sink.dump_seconds, err);
+                         (ld_profile_dump_time){
+                             test.sink.dump_seconds + c.iso_sink.dump_seconds,
+                             test.sink.dump_cpu_seconds + c.iso_sink.dump_cpu_seconds},
+                         err);
     run_timing = (ld_report_timing){.present = true, .ref_seconds = ref.seconds,
                                     .test_seconds = test.seconds,
                                     .compare_seconds = c.compare_seconds};

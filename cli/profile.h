@@ -25,11 +25,18 @@ ld_status ld_profile_report_new(ld_profile_report **out, const char *model_path,
                                 const ld_graph *g, int threads, ld_error *err);
 void ld_profile_report_free(ld_profile_report *r);
 
+/* Time a backend's run spent writing its dump: wall, and the writing
+ * thread's CPU time (make bench compares the latter with a plain HDF5 loop's
+ * when other processes share the machine). */
+typedef struct ld_profile_dump_time {
+    double seconds, cpu_seconds;
+} ld_profile_dump_time;
+
 /* Adds one backend's run. prof NULL: the backend does not profile (only its
  * times are recorded). out non-NULL: the per-op table is printed there. */
 ld_status ld_profile_report_add(ld_profile_report *r, const char *backend, double run_seconds,
-                                double dump_seconds, const ld_backend_profile *prof, FILE *out,
-                                ld_error *err);
+                                ld_profile_dump_time dump, const ld_backend_profile *prof,
+                                FILE *out, ld_error *err);
 
 /* Peak resident set size of this process so far, in bytes (getrusage). */
 int64_t ld_profile_peak_rss(void);

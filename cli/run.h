@@ -53,7 +53,9 @@ typedef struct ld_run_sink {
     /* filled while running */
     int64_t layers;                /* node outputs seen */
     int64_t dumped;                /* tensors written to the dump */
-    double dump_seconds;           /* time spent writing them */
+    double dump_seconds;           /* time spent writing them (wall) */
+    double dump_cpu_seconds;       /* the writing thread's CPU time in those writes: what
+                                      they cost when other processes share the CPUs */
     ld_progress line;              /* the progress line (cli/progress.h): begun by init,
                                       drawn only when `progress` */
     bool *seen;                    /* owned; per graph value */
@@ -140,5 +142,7 @@ char *ld_run_stats_format(const ld_run_stats *s, char *buf, size_t size);
 
 /* Seconds on the monotonic clock. */
 double ld_run_now(void);
+/* CPU time of the calling thread, in seconds. */
+double ld_run_thread_cpu(void);
 
 #endif

@@ -18,6 +18,13 @@ double ld_run_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+double ld_run_thread_cpu(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 ld_status ld_run_sink_init(ld_run_sink *sink, const ld_graph *g, const char *backend,
                            ld_error *err)
 {
@@ -25,6 +32,7 @@ ld_status ld_run_sink_init(ld_run_sink *sink, const ld_graph *g, const char *bac
     sink->backend = backend;
     sink->layers = sink->dumped = 0;
     sink->dump_seconds = 0;
+    sink->dump_cpu_seconds = 0;
     ld_progress_begin(&sink->line, stderr, g->n_nodes, backend, false);
     sink->counters = (ld_run_counters){0};
     sink->dump_run = -1;
@@ -223,11 +231,12 @@ ld_status ld_run_write_tensor(ld_run_sink *sink, int handle, const ld_tensor_eve
         .inputs = ld_run_node_inputs(sink, node),
         .graph_output = sink->graph->values[ev->value].is_graph_output, /* --layers outputs */
     };
-    double start = ld_run_now();
+    double start = ld_run_now(), cpu_start = ld_run_thread_cpu();
     ld_status st = handle >= 0
                        ? ld_dump_writer_add_tensor_to(sink->dump, handle, ev->tensor, &meta, err)
                        : ld_dump_writer_add_tensor(sink->dump, ev->tensor, &meta, err);
     sink->dump_seconds += ld_run_now() - start;
+    sink->dump_cpu_seconds += ld_run_thread_cpu() - cpu_start;
     if (st == LD_OK)
         sink->dumped++;
     return st;

@@ -230,8 +230,8 @@ void ld_profile_report_free(ld_profile_report *r)
 }
 
 ld_status ld_profile_report_add(ld_profile_report *r, const char *backend, double run_seconds,
-                                double dump_seconds, const ld_backend_profile *prof, FILE *out,
-                                ld_error *err)
+                                ld_profile_dump_time dump, const ld_backend_profile *prof,
+                                FILE *out, ld_error *err)
 {
     run_totals t = {0};
     ld_status st = prof ? sum_run(r->graph, prof, &t, err) : LD_OK;
@@ -244,7 +244,8 @@ ld_status ld_profile_report_add(ld_profile_report *r, const char *backend, doubl
     json_t *j = json_object();
     bool ok = st == LD_OK && j && ld_json_set(j, "name", ld_json_string(backend)) &&
               ld_json_set(j, "run_seconds", json_real(run_seconds)) &&
-              ld_json_set(j, "dump_seconds", json_real(dump_seconds)) &&
+              ld_json_set(j, "dump_seconds", json_real(dump.seconds)) &&
+              ld_json_set(j, "dump_cpu_seconds", json_real(dump.cpu_seconds)) &&
               ld_json_set(j, "profile", prof ? profile_json(r->graph, prof, &t, run_seconds)
                                              : json_null()) &&
               ld_json_append(r->backends, json_incref(j));

@@ -269,9 +269,15 @@ fi
 # --profile-json; the dump's write time is the time of its tensor writes, all
 # three runs), then bench/hdf5_write_loop writing the same dataset sizes in
 # one plain loop. Goals: RSS with --dump <= 1.3x without; write rate >= 0.7 of
-# the plain loop (bench_live.py). Dumps go to /dev/shm when it is there
-# (BENCH_DUMP_DIR chooses another folder): on the disk, other processes'
-# page-cache writeback made single measurements of either vary 5x.
+# the plain loop (bench_live.py, on CPU times). Dumps go to /dev/shm when it
+# is there (BENCH_DUMP_DIR chooses another folder): on the disk, other
+# processes' page-cache writeback made single measurements of either vary 5x.
+# A first dump run per case, not timed, gives the dataset sizes; before each
+# timed writer (the dump run and the loop) warm_pages writes and removes a
+# scratch file of the dump's size plus the run's peak RSS, so that both write
+# into recently used memory (scripts/warm_pages.sh: on a VM, pages the host
+# has not backed cost a host fault at first write, and the loop used to get
+# the pages the dump had just freed while the dump got such pages).
 LOOP=$BUILD/bench/hdf5_write_loop
 LIVE_MANIFEST=
 if [ -x "$LOOP" ]; then
@@ -285,6 +291,8 @@ if [ -x "$LOOP" ]; then
   fi
   LIVE_MANIFEST=$WORK/live.tsv
   : >"$LIVE_MANIFEST"
+  # shellcheck source=scripts/warm_pages.sh
+  source "$ROOT/scripts/warm_pages.sh"
   LIVE_CASES=("deep|fixtures/deep.onnx|--input-shapes batch:256")
   [ -f "$DET" ] && LIVE_CASES+=("ppocr-det|$DET|--input-shapes x:1x3x640x640")
   live_run() { # OUT.json [run options...]: a comparing run; exit 1 (a mismatch) is fine
@@ -299,24 +307,32 @@ if [ -x "$LOOP" ]; then
   for c in "${LIVE_CASES[@]}"; do
     IFS='|' read -r name model extra <<<"$c"
     log "bench: $name, comparing run: peak RSS and dump write rate ($DUMPDIR) ..."
-    for ((r = 1; r <= 3; r++)); do
-      base=$WORK/live.$name.$r
-      # shellcheck disable=SC2086 # extra holds whole options
-      live_run "$base.plain.json" "$model" $extra --report-json "$base.report.json"
-      sync
-      # shellcheck disable=SC2086
-      live_run "$base.dump.json" "$model" $extra --dump "$DUMPDIR/live.h5"
-      if [ "$r" = 1 ]; then # the sizes of every dataset the runs wrote
-        "$PY" - "$DUMPDIR/live.h5" >"$WORK/live.$name.sizes" <<'EOF'
+    # not timed: the sizes of every dataset the runs write
+    # shellcheck disable=SC2086 # extra holds whole options
+    live_run "$WORK/live.$name.sizes.json" "$model" $extra --dump "$DUMPDIR/live.h5"
+    "$PY" - "$DUMPDIR/live.h5" >"$WORK/live.$name.sizes" <<'EOF'
 import sys, h5py
 with h5py.File(sys.argv[1], "r") as f:
     for run in f["runs"].values():
         for d in run.values():
             print(d.size * d.dtype.itemsize)
 EOF
-      fi
+    rm -f "$DUMPDIR/live.h5"
+    dump_bytes=$(awk '{s += $1} END {printf "%.0f", s}' "$WORK/live.$name.sizes")
+    for ((r = 1; r <= 3; r++)); do
+      base=$WORK/live.$name.$r
+      # shellcheck disable=SC2086
+      live_run "$base.plain.json" "$model" $extra --report-json "$base.report.json"
+      sync
+      rss=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["peak_rss_bytes"])' \
+        "$base.plain.json")
+      warm=$((dump_bytes + rss))
+      warm_pages "$DUMPDIR" "$warm" || die "cannot write $warm bytes into $DUMPDIR"
+      # shellcheck disable=SC2086
+      live_run "$base.dump.json" "$model" $extra --dump "$DUMPDIR/live.h5"
       rm -f "$DUMPDIR/live.h5"
       sync
+      warm_pages "$DUMPDIR" "$warm" || die "cannot write $warm bytes into $DUMPDIR"
       "$LOOP" "$WORK/live.$name.sizes" "$DUMPDIR/loop.h5" --trials 1 >"$base.loop.json"
       printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$r" "$base.plain.json" "$base.dump.json" \
         "$base.loop.json" "$base.report.json" >>"$LIVE_MANIFEST"

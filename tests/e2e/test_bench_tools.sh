@@ -3,11 +3,15 @@
 # conv-tile mix (--mix conv), their JSON lines, bad options; and
 # bench_report.py's conv_mix section, which relates PaddleOCR det's conv
 # rate to the mix measured beside it; the other processes' load during each
-# benchmark process (scripts/cpu_load.sh) and the report's warning about it.
+# benchmark process (scripts/cpu_load.sh) and the report's warning about it;
+# the live comparison's yardstick bench/hdf5_write_loop, the page warming
+# before each timed writer (scripts/warm_pages.sh) and bench_live.py's write
+# ratio on CPU times.
 source "$(dirname "$0")/lib.sh"
 BUILD_DIR=${LAYERDIFF_BUILD:-build}
 case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
 FMA=$BUILD_DIR/bench/fma_peak
+LOOP=$BUILD_DIR/bench/hdf5_write_loop
 cd "$WORK" || exit 1
 
 case_begin "fma_peak --json: the FMA loop's rate"
@@ -119,6 +123,84 @@ with contextlib.redirect_stdout(out):
 assert out.getvalue() == "" and load["cold 1t"]["max"] == 0.02, (out.getvalue(), load)
 # an old manifest without the column: nothing
 assert br.machine_load({(br.GOAL_MODEL, "cold", 1): {"other_load": [None], "_runs": runs[:1], "_peak": 1.0}}) == {}
+PYEOF
+
+case_begin "hdf5_write_loop: the loop's wall and CPU time for the given sizes"
+printf '%s\n' 1000 0 65536 3 >sizes.txt
+run "$LOOP" sizes.txt loop.h5 --trials 2
+expect_exit 0
+expect_no_file loop.h5
+expect_true "JSON line with the loop's CPU time" "$PY" -c '
+import json, sys
+d = json.loads(open(sys.argv[1]).read())
+assert d["bytes"] == 66539 and d["datasets"] == 4 and d["trials"] == 2, d
+assert d["loop_seconds"] > 0 and d["loop_cpu_seconds"] > 0, d
+assert d["loop_cpu_seconds"] <= d["loop_seconds"] + 1e-3, d  # one thread' "$STDOUT"
+run "$LOOP" sizes.txt
+expect_exit 2
+expect_stderr_contains "usage: hdf5_write_loop"
+
+case_begin "warm_pages.sh: writes the bytes asked for into the folder, leaves no file"
+mkdir -p warm
+# shellcheck disable=SC2016 # the script expands in the child shell
+expect_true "warm_pages writes whole MiB and removes its file" bash -c '
+source "$1/scripts/warm_pages.sh"
+trap "" XFSZ # past ulimit -f the write fails (EFBIG) instead of killing dd
+warm_pages warm 3145729 || { echo "3 MiB + 1 failed"; exit 1; }
+[ -z "$(ls -A warm)" ] || { echo "left: $(ls -A warm)"; exit 1; }
+# 2048 KiB of file size allowed: 2 MiB fits, 2 MiB + 1 byte (3 MiB written) does not,
+# so the bytes are really written; a failed write leaves nothing either
+(ulimit -f 2048; warm_pages warm 2097152) || { echo "2 MiB under a 2 MiB limit failed"; exit 1; }
+(ulimit -f 2048; warm_pages warm 2097153) && { echo "2 MiB + 1 under a 2 MiB limit passed"; exit 1; }
+[ -z "$(ls -A warm)" ] || { echo "left after a failure: $(ls -A warm)"; exit 1; }
+! warm_pages missing-folder 10 2>/dev/null || { echo "a missing folder passed"; exit 1; }
+' _ "$ROOT"
+
+case_begin "bench_live: the write ratio on CPU times, wall times beside it"
+expect_true "CPU ratio when both sides have CPU times, else wall" "$PY" - "$ROOT/scripts" <<'PYEOF'
+import contextlib, io, json, sys
+sys.path.insert(0, sys.argv[1])
+import bench_live as bl
+def dump(wall, cpu):
+    b = [{"name": "reference", "run_seconds": 1.0, "dump_seconds": wall / 2},
+         {"name": "emulated", "run_seconds": 2.0, "dump_seconds": wall / 2}]
+    if cpu is not None:
+        b[0]["dump_cpu_seconds"], b[1]["dump_cpu_seconds"] = cpu / 4, 3 * cpu / 4
+    return {"peak_rss_bytes": 200 << 20, "backends": b}
+def write(name, doc):
+    with open(name, "w") as f:
+        json.dump(doc, f)
+    return name
+plain = write("plain.json", {"peak_rss_bytes": 100 << 20,
+                             "backends": [{"name": "reference", "run_seconds": 1.0}]})
+rows = []
+# the first: wall 2.0 s against a loop of 0.5 s (0.25), CPU 0.8 s against 0.6 s (0.75)
+for r, (dw, dc, lw, lc) in enumerate([(2.0, 0.8, 0.5, 0.6), (1.0, 0.5, 0.5, 0.5),
+                                      (4.0, 1.0, 0.5, 0.65)]):
+    d = write("dump%d.json" % r, dump(dw, dc))
+    l = write("loop%d.json" % r, {"bytes": 1 << 30, "datasets": 9, "loop_seconds": lw,
+                                  "loop_cpu_seconds": lc})
+    rows.append("ppocr-det\t%d\t%s\t%s\t%s\n" % (r, plain, d, l))
+open("live.tsv", "w").writelines(rows)
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    figs, goals = bl.report("live.tsv")
+f = figs["ppocr-det"]
+near = lambda a, b: abs(a - b) < 1e-9
+assert f["write_on_cpu"] and f["write_ratios"] == [0.75, 1.0, 0.65], f
+assert near(f["write_ratio"], 0.75) and near(f["wall_write_ratio"], 0.25), f
+assert near(f["dump_write_cpu_seconds"], 0.8) and f["plain_loop_cpu_seconds"] == 0.6, f
+assert goals[0]["met"] and "ppocr-det 0.75 (" in goals[0]["detail"], goals[0]
+assert "loop 0.600 s CPU; wall 0.25)" in goals[0]["detail"], goals[0]["detail"]
+assert "CPU time of the writing thread" in out.getvalue(), out.getvalue()
+# an older run without dump_cpu_seconds: the wall ratio, and the goal judged on it
+write("dump1.json", dump(1.0, None))
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    figs, goals = bl.report("live.tsv")
+f = figs["ppocr-det"]
+assert not f["write_on_cpu"] and f["write_ratios"] == [0.75, 0.5, 0.65], f
+assert near(f["write_ratio"], 0.65) and not goals[0]["met"], (f, goals[0])
+assert "wall time (a side without CPU times)" in out.getvalue(), out.getvalue()
 PYEOF
 
 finish

@@ -39,6 +39,7 @@ assert d["model"].endswith("cnn.onnx") and d["threads"] == 1, d
 assert d["peak_rss_bytes"] > 1 << 20, d["peak_rss_bytes"]
 (b,) = d["backends"]
 assert b["name"] == "reference" and b["run_seconds"] > 0 and b["dump_seconds"] == 0
+assert b["dump_cpu_seconds"] == 0, b["dump_cpu_seconds"]
 p = b["profile"]
 assert "thread" in p["description"], p["description"]
 nodes = p["nodes"]
@@ -90,10 +91,22 @@ assert list(f["runs"]) == ["reference"], list(f["runs"])
 assert len(f["runs/reference"]) == 8, len(f["runs/reference"])
 b = json.load(open("w.json"))["backends"][0]
 assert b["dump_seconds"] > 0
+# the writing thread's CPU time in the same calls: some, and within their wall time
+assert 0 < b["dump_cpu_seconds"] <= b["dump_seconds"] + 1e-3, b
 PYEOF
 run "$LAYERDIFF" run --backends reference "$FX/cnn.onnx" --dump c.h5
 expect_true "a warmed-up run dumps the same tensors" \
   "$PY" -c "import h5py, numpy as np; a = h5py.File('w.h5')['runs/reference']; b = h5py.File('c.h5')['runs/reference']; assert all(np.array_equal(a[k][()], b[k][()]) for k in a)"
+
+case_begin "run --dump --profile-json: a comparing run's dump CPU time per backend"
+run "$LAYERDIFF" run "$FX/cnn.onnx" --dump cmp.h5 --profile-json cmp.json
+expect_exit 0
+expect_true "both backends report their dump's wall and CPU time" "$PY" - <<'PYEOF'
+import json
+ref, test = json.load(open("cmp.json"))["backends"]
+for b in (ref, test): # the test side counts its isolated run's writes too
+    assert 0 < b["dump_cpu_seconds"] <= b["dump_seconds"] + 1e-3, b
+PYEOF
 
 case_begin "--warmup out of range is a usage error"
 run "$LAYERDIFF" run --backends reference "$FX/cnn.onnx" --warmup -1
