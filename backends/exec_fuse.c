@@ -601,8 +601,7 @@ static void compute(const ld_exec *e, const chain *c)
     if (threads > blocks)
         threads = (int)blocks;
     blocks_job job = {c, per};
-    int64_t claim = blocks / (8 * (int64_t)threads); /* as the convolutions' claims */
-    ld_conv_pool_run(threads, blocks, claim < 1 ? 1 : claim, run_blocks, &job);
+    ld_conv_pool_run(threads, blocks, ld_conv_pool_claim(blocks, threads), run_blocks, &job);
 }
 
 static double now_seconds(void)

@@ -113,6 +113,18 @@ static void share_fn(void *arg, int worker, int64_t i0, int64_t i1)
     atomic_fetch_add(&s->total, (int)(i1 - i0));
 }
 
+/* The usual claim: about 8 per thread, never 0, never above 2^20. */
+static void test_pool_claim(void **state)
+{
+    (void)state;
+    assert_int_equal(ld_conv_pool_claim(0, 2), 1);
+    assert_int_equal(ld_conv_pool_claim(15, 2), 1);
+    assert_int_equal(ld_conv_pool_claim(160, 2), 10);
+    assert_int_equal(ld_conv_pool_claim(160, 1), 20);
+    assert_int_equal(ld_conv_pool_claim(160, 0), 20); /* no threads: as one */
+    assert_int_equal(ld_conv_pool_claim((int64_t)1 << 40, 2), 1 << 20);
+}
+
 static void test_pool_helpers_share(void **state)
 {
     (void)state;
@@ -377,6 +389,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_cover),
         cmocka_unit_test(test_pool_many_jobs),
+        cmocka_unit_test(test_pool_claim),
         cmocka_unit_test(test_pool_helpers_share),
         cmocka_unit_test(test_pool_concurrent_callers),
         cmocka_unit_test(test_pool_direct_threads),

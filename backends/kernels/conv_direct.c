@@ -126,20 +126,6 @@ static const ld_cd_isa *active_isa(void)
                                                                   : &ld_cd_isa_avx2;
 }
 
-/* --- threading ----------------------------------------------------------------------- */
-
-/* Work items per claim of the claim pool (conv_pool.h) below: about 8
- * claims per thread, fewer towards the end. On a shared machine a thread the
- * scheduler holds off the CPU then delays a loop by its current claim, not
- * by its static share (half the work on 2 threads); the other thread takes
- * the rest, and a helper that has not started delays nothing. Which thread
- * runs an item never changes its result. */
-static int claim_size(int64_t items, int threads)
-{
-    int64_t c = items / (8 * (int64_t)(threads > 1 ? threads : 1));
-    return c < 1 ? 1 : c > (1 << 20) ? (1 << 20) : (int)c;
-}
-
 /* --- the choice of tile --------------------------------------------------------------- */
 
 /* Positions copied per pointwise span: up to 256, while C x span floats
@@ -454,7 +440,7 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
     int64_t spans = (p->P + p->span - 1) / p->span;
     bool parallel = threads > 1 &&
                     (double)p->M * (double)p->C * (double)p->P >= PARALLEL_MIN_MACS;
-    int claim = claim_size(spans, threads);
+    int64_t claim = ld_conv_pool_claim(spans, threads);
     pw_job job = {.p = p, .v = v, .isa = isa, .bufs = bufs};
     ld_conv_pool_run(parallel ? threads : 1, spans, claim, pw_items, &job);
 }
@@ -662,7 +648,8 @@ void ld_conv_direct_f32_cached(const float *x, const float *w, const float *bias
     p.group = tile_group(&p, parallel, threads);
     int64_t groups = (p.tiles + p.group - 1) / p.group;
     int64_t items = p.L.out_rows[0] * p.L.out_rows[1] * groups;
-    int claim = claim_size(items, threads); /* consecutive rows: the ring refills once */
+    /* claims of consecutive rows: the ring refills once per claim */
+    int64_t claim = ld_conv_pool_claim(items, threads);
     win_job job = {.isa = isa, .p = &p, .v = v, .x = x, .g = g, .inputs = inputs, .R = R,
                    .groups = groups};
     int workers = parallel ? (threads < LD_CONV_POOL_MAX_THREADS ? threads

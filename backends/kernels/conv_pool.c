@@ -187,6 +187,12 @@ void ld_conv_pool_run(int threads, int64_t n, int64_t claim,
     fn(arg, 0, 0, n);
 }
 
+int64_t ld_conv_pool_claim(int64_t n, int threads)
+{
+    int64_t c = n / (8 * (int64_t)(threads > 1 ? threads : 1));
+    return c < 1 ? 1 : c > (1 << 20) ? (1 << 20) : c;
+}
+
 int64_t ld_conv_pool_shared_jobs(void)
 {
     return atomic_load(&pool.shared_jobs);

@@ -29,6 +29,13 @@
 /* Most threads a job uses (the caller included); more are not used. */
 #define LD_CONV_POOL_MAX_THREADS 16
 
+/* The usual claim for n items on `threads` threads: about 8 claims per
+ * thread (at least 1 item, at most 2^20). On a shared machine a thread the
+ * scheduler holds off the CPU then delays a loop by its current claim, not
+ * by its static share (half the work on 2 threads); the other thread takes
+ * the rest, and a helper that has not started delays nothing. */
+int64_t ld_conv_pool_claim(int64_t n, int threads);
+
 /* Runs fn(arg, worker, i0, i1) over consecutive ranges [i0, i1) covering
  * [0, n) exactly once. worker is 0 on the calling thread and 1 ..
  * threads - 1 on helpers (a per-thread buffer index; at most

@@ -283,8 +283,7 @@ ld_status ld_resize_nearest(ld_kernel_ctx *ctx, const resize_plan *p, const axis
     /* on the convolutions' claim pool, as the fused chains (exec_fuse.c):
        one helper thread for the whole run instead of waking OpenMP's */
     int threads = y->count > RESIZE_PARALLEL_MIN ? ctx->threads : 1;
-    int64_t claim = rows / (8 * (int64_t)(threads > 1 ? threads : 1));
-    ld_conv_pool_run(threads, rows, claim < 1 ? 1 : claim, nearest_rows, &rj);
+    ld_conv_pool_run(threads, rows, ld_conv_pool_claim(rows, threads), nearest_rows, &rj);
     if (round)
         ctx->rounded_outputs |= 1u;
     free(job.offsets);
