@@ -125,3 +125,19 @@ bool ld_broadcast_iter_next(ld_broadcast_iter *it)
     }
     return true;
 }
+
+void ld_broadcast_iter_seek(ld_broadcast_iter *it, int64_t row)
+{
+    it->started = true;
+    it->rows_left -= row + 1;
+    it->out_offset = row * it->row_length;
+    for (int i = 0; i < it->n; i++)
+        it->offset[i] = 0;
+    /* the multi-index of the row over all axes but the innermost */
+    for (int d = it->rank - 2; d >= 0; d--) {
+        it->index[d] = row % it->dims[d];
+        row /= it->dims[d];
+        for (int i = 0; i < it->n; i++)
+            it->offset[i] += it->index[d] * it->strides[i][d];
+    }
+}

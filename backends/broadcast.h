@@ -42,5 +42,10 @@ void ld_broadcast_iter_init(ld_broadcast_iter *it, const ld_shape *out,
                             const ld_shape *const *inputs, int n);
 /* Advances to the next row; false when done. Call once before the first row. */
 bool ld_broadcast_iter_next(ld_broadcast_iter *it);
+/* Positions a fresh iterator (just initialised) on row `row` (0 <= row <
+ * its row count), as `row + 1` calls of ld_broadcast_iter_next would; the
+ * next call advances to row + 1. For threads that each run a range of rows
+ * without walking the rows before it. */
+void ld_broadcast_iter_seek(ld_broadcast_iter *it, int64_t row);
 
 #endif

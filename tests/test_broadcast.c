@@ -119,8 +119,22 @@ static void check_iterator(const ld_shape *out, const ld_shape *const *ins, int 
         total *= out->dims[d];
     ld_broadcast_iter it;
     ld_broadcast_iter_init(&it, out, ins, n);
-    int64_t visited = 0;
+    int64_t visited = 0, row = 0;
     while (ld_broadcast_iter_next(&it)) {
+        /* seeking a fresh iterator to this row gives the walked state, and
+           walks on from there the same way */
+        ld_broadcast_iter sought;
+        ld_broadcast_iter_init(&sought, out, ins, n);
+        ld_broadcast_iter_seek(&sought, row++);
+        assert_int_equal(sought.out_offset, it.out_offset);
+        assert_int_equal(sought.rows_left, it.rows_left);
+        for (int i = 0; i < n; i++)
+            assert_int_equal(sought.offset[i], it.offset[i]);
+        ld_broadcast_iter walked = it;
+        bool more = ld_broadcast_iter_next(&walked);
+        assert_int_equal(ld_broadcast_iter_next(&sought), more);
+        for (int i = 0; more && i < n; i++)
+            assert_int_equal(sought.offset[i], walked.offset[i]);
         assert_int_equal(it.out_offset, visited);
         assert_true(it.row_length > 0);
         for (int64_t k = 0; k < it.row_length; k++, visited++) {

@@ -4,9 +4,9 @@
 
 #include <inttypes.h>
 #include <stdbool.h>
-#include <omp.h>
 #include <stdio.h>
 
+#include "backends/kernels/conv_pool.h"
 #include "backends/kernels/elementwise_round.h"
 
 /* Below this many elements a kernel runs on one thread: starting a team costs
@@ -58,6 +58,31 @@ static void map_block(const ld_kernel_ctx *ctx, ld_ew_map_fn fn, char *dst, size
     }
 }
 
+typedef struct map_job {
+    const ld_kernel_ctx *ctx;
+    ld_ew_map_fn fn;
+    const void *params;
+    const char *src;
+    char *dst;
+    size_t in_size, out_size;
+    int64_t n;
+    bool round;
+} map_job;
+
+/* Chunks [c0, c1) of EW_CHUNK elements (a claim of ld_conv_pool_run). */
+static void map_chunks(void *arg, int worker, int64_t c0, int64_t c1)
+{
+    (void)worker;
+    const map_job *j = arg;
+    int64_t start = c0 * EW_CHUNK, end = c1 * EW_CHUNK < j->n ? c1 * EW_CHUNK : j->n;
+    map_block(j->ctx, j->fn, j->dst + (size_t)start * j->out_size, j->out_size,
+              j->src + (size_t)start * j->in_size, j->in_size, end - start, j->params,
+              j->round);
+}
+
+/* Parallel drivers run on the convolutions' claim pool, as the fused chains
+ * (exec_fuse.c): one helper thread for the whole run instead of waking
+ * OpenMP's (25-180 us after an idle gap on a shared VM) in turn with it. */
 static void map_run(const ld_kernel_ctx *ctx, const ld_tensor *in, ld_tensor *out,
                     ld_ew_map_fn fn, const void *params, bool round)
 {
@@ -72,14 +97,10 @@ static void map_run(const ld_kernel_ctx *ctx, const ld_tensor *in, ld_tensor *ou
         map_block(ctx, fn, dst, out_size, src, in_size, n, params, round);
         return;
     }
+    map_job job = {.ctx = ctx, .fn = fn, .params = params, .src = src, .dst = dst,
+                   .in_size = in_size, .out_size = out_size, .n = n, .round = round};
     int64_t chunks = (n + EW_CHUNK - 1) / EW_CHUNK;
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t c = 0; c < chunks; c++) {
-        int64_t start = c * EW_CHUNK;
-        int64_t len = n - start < EW_CHUNK ? n - start : EW_CHUNK;
-        map_block(ctx, fn, dst + (size_t)start * out_size, out_size,
-                  src + (size_t)start * in_size, in_size, len, params, round);
-    }
+    ld_conv_pool_run(threads, chunks, ld_conv_pool_claim(chunks, threads), map_chunks, &job);
 }
 
 void ld_ew_map(const ld_kernel_ctx *ctx, const ld_tensor *in, ld_tensor *out, ld_ew_map_fn fn,
@@ -112,6 +133,10 @@ typedef struct broadcast_job {
      * and the loop's level, NONE when not */
     ld_ew_arith arith;
     int arith_level;
+    /* the parallel claims' fresh iterator (on its first row when the output
+       is one row) and that row's chunk */
+    const ld_broadcast_iter *it;
+    int64_t chunk;
 } broadcast_job;
 
 /* Written rows not yet rounded: one contiguous range of the output, so that
@@ -169,17 +194,43 @@ static void run_row(const broadcast_job *job, const ld_broadcast_iter *it, int64
                     u);
 }
 
-/* Rows [first, last) of a fresh iterator; each thread walks its own copy up
- * to its block (cheap next to the rows' work, which is >= 16 elements each). */
+/* Rows [first, last) of a fresh iterator, sought to its first row. */
 static void run_rows(const broadcast_job *job, const ld_broadcast_iter *fresh, int64_t first,
                      int64_t last)
 {
+    if (first >= last)
+        return;
     ld_broadcast_iter it = *fresh;
+    ld_broadcast_iter_seek(&it, first);
     unrounded u = {0};
-    for (int64_t r = 0; r < last && ld_broadcast_iter_next(&it); r++)
-        if (r >= first)
-            run_row(job, &it, 0, it.row_length, &u);
+    for (int64_t r = first; r < last; r++) {
+        run_row(job, &it, 0, it.row_length, &u);
+        if (r + 1 < last)
+            ld_broadcast_iter_next(&it);
+    }
     round_pending(job, &u);
+}
+
+/* Rows [r0, r1) (a claim of ld_conv_pool_run). */
+static void rows_claim(void *arg, int worker, int64_t r0, int64_t r1)
+{
+    (void)worker;
+    const broadcast_job *job = arg;
+    run_rows(job, job->it, r0, r1);
+}
+
+/* Chunks [c0, c1) of the output's one row (a claim of ld_conv_pool_run). */
+static void chunks_claim(void *arg, int worker, int64_t c0, int64_t c1)
+{
+    (void)worker;
+    const broadcast_job *job = arg;
+    int64_t len = job->it->row_length;
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t start = c * job->chunk;
+        unrounded u = {0};
+        run_row(job, job->it, start, len - start < job->chunk ? len - start : job->chunk, &u);
+        round_pending(job, &u);
+    }
 }
 
 static void broadcast_run(const ld_kernel_ctx *ctx, ld_tensor *out, const ld_tensor *const *ins,
@@ -210,26 +261,18 @@ static void broadcast_run(const ld_kernel_ctx *ctx, ld_tensor *out, const ld_ten
         /* One long row (same shapes, or scalars against a tensor): split it
          * (also on one thread when rounding, so each block is in cache). */
         ld_broadcast_iter_next(&it);
-        int64_t chunk = threads > 1 || round ? EW_CHUNK : len;
-        int64_t chunks = (len + chunk - 1) / chunk;
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-        for (int64_t c = 0; c < chunks; c++) {
-            int64_t start = c * chunk;
-            unrounded u = {0};
-            run_row(&job, &it, start, len - start < chunk ? len - start : chunk, &u);
-            round_pending(&job, &u);
-        }
+        job.it = &it;
+        job.chunk = threads > 1 || round ? EW_CHUNK : len;
+        int64_t chunks = (len + job.chunk - 1) / job.chunk;
+        ld_conv_pool_run(threads, chunks, ld_conv_pool_claim(chunks, threads), chunks_claim, &job);
         return;
     }
     if (threads <= 1 || len < 16) {
         run_rows(&job, &it, 0, rows);
         return;
     }
-#pragma omp parallel num_threads(threads)
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        run_rows(&job, &it, rows * t / nt, rows * (t + 1) / nt);
-    }
+    job.it = &it;
+    ld_conv_pool_run(threads, rows, ld_conv_pool_claim(rows, threads), rows_claim, &job);
 }
 
 void ld_ew_broadcast(const ld_kernel_ctx *ctx, ld_tensor *out, const ld_tensor *const *ins, int n,

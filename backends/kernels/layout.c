@@ -2,9 +2,9 @@
  * SpaceToDepth, Slice (strided views through ld_view_copy), Concat and
  * Split (block copies). All move data by element size, for every dtype. */
 #include <inttypes.h>
-#include <omp.h>
 #include <string.h>
 
+#include "backends/kernels/conv_pool.h"
 #include "backends/kernels/kernels.h"
 #include "backends/kernels/shape_util.h"
 
@@ -253,10 +253,31 @@ static void concat_range(const ld_kernel_ctx *ctx, int axis, int64_t inner, int6
 
 /* Below this many output bytes Concat copies on one thread. */
 #define CONCAT_PARALLEL_MIN_BYTES ((int64_t)1 << 18)
+/* The output is copied in items of this many bytes (a multiple of 64: no
+ * cache line is written by two threads). */
+#define CONCAT_ITEM_BYTES ((int64_t)1 << 15)
 
-/* The output is cut into one byte range per thread (PaddleOCR det's FPN
- * concatenates 4 x 2.4 MB into one 9.8 MB tensor: a copy one core cannot
- * finish at the memory's speed). Bytes are copied as they are. */
+typedef struct concat_job {
+    const ld_kernel_ctx *ctx;
+    int axis;
+    int64_t inner, out_row, total;
+} concat_job;
+
+/* Items [i0, i1) of CONCAT_ITEM_BYTES (a claim of ld_conv_pool_run). */
+static void concat_items(void *arg, int worker, int64_t i0, int64_t i1)
+{
+    (void)worker;
+    const concat_job *j = arg;
+    int64_t to = i1 * CONCAT_ITEM_BYTES;
+    concat_range(j->ctx, j->axis, j->inner, j->out_row, i0 * CONCAT_ITEM_BYTES,
+                 to < j->total ? to : j->total);
+}
+
+/* The output is cut into byte ranges copied on the convolutions' claim pool
+ * (PaddleOCR det's FPN concatenates 4 x 2.4 MB into one 9.8 MB tensor: a
+ * copy one core cannot finish at the memory's speed); as the fused chains
+ * (exec_fuse.c), one helper thread for the whole run instead of waking
+ * OpenMP's. Bytes are copied as they are. */
 static ld_status concat_compute(ld_kernel_ctx *ctx)
 {
     ld_tensor *y = ctx->outputs[0];
@@ -274,14 +295,10 @@ static ld_status concat_compute(ld_kernel_ctx *ctx)
         concat_range(ctx, axis, inner, out_row, 0, total);
         return LD_OK;
     }
-#pragma omp parallel num_threads(threads)
-    {
-        int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-        /* cuts on 64-byte multiples: no cache line is written by two threads */
-        int64_t from = total * t / nt / 64 * 64;
-        int64_t to = t + 1 == nt ? total : total * (t + 1) / nt / 64 * 64;
-        concat_range(ctx, axis, inner, out_row, from, to);
-    }
+    concat_job job = {.ctx = ctx, .axis = axis, .inner = inner, .out_row = out_row,
+                      .total = total};
+    int64_t items = (total + CONCAT_ITEM_BYTES - 1) / CONCAT_ITEM_BYTES;
+    ld_conv_pool_run(threads, items, ld_conv_pool_claim(items, threads), concat_items, &job);
     return LD_OK;
 }
 

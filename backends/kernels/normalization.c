@@ -25,6 +25,7 @@
 #include <math.h>
 
 #include "backends/accumulate.h"
+#include "backends/kernels/conv_pool.h"
 #include "backends/kernels/kernel_util.h"
 #include "backends/kernels/kernels.h"
 #include "backends/kernels/reduce_util.h"
@@ -226,6 +227,40 @@ static void bn_affine_rounded(const ld_kernel_ctx *ctx, const ld_tensor *x, ld_t
     }
 }
 
+/* One BatchNormalization for ld_conv_pool_run: items are the (n, c) blocks
+ * of S elements, each computed by one thread (same bits on any count). */
+typedef struct bn_job {
+    const ld_kernel_ctx *ctx;
+    const bn_state *s;
+    const ld_tensor *x;
+    ld_tensor *y;
+    const ld_tensor *scale, *bias;
+    const double *mean, *var;
+    int64_t C, S;
+    bool per_channel, round;
+} bn_job;
+
+/* Blocks [nc0, nc1) (a claim of ld_conv_pool_run). */
+static void bn_blocks(void *arg, int worker, int64_t nc0, int64_t nc1)
+{
+    (void)worker;
+    const bn_job *j = arg;
+    const int64_t C = j->C, S = j->S;
+    for (int64_t nc = nc0; nc < nc1; nc++) {
+        int64_t c = nc % C;
+        int64_t len = j->per_channel ? S : 1, steps = j->per_channel ? 1 : S;
+        for (int64_t k = 0; k < steps; k++) {
+            int64_t p = j->per_channel ? c : c * S + k;
+            double a = at(j->scale, p) / sqrt(j->var[p] + (double)j->s->epsilon);
+            if (j->round)
+                bn_affine_rounded(j->ctx, j->x, j->y, nc * S, len, j->mean[p], a,
+                                  at(j->bias, p));
+            else
+                row_affine(j->x, j->y, nc * S + k, len, j->mean[p], a, at(j->bias, p));
+        }
+    }
+}
+
 static ld_status bn_compute(ld_kernel_ctx *ctx)
 {
     const bn_state *s = ctx->state;
@@ -257,20 +292,13 @@ static ld_status bn_compute(ld_kernel_ctx *ctx)
     ld_tensor *y = ctx->outputs[0];
     bool per_channel = P == C;
     bool round = bn_rounds_output(ctx, y, per_channel, S);
+    bn_job job = {.ctx = ctx, .s = s, .x = x, .y = y, .scale = scale, .bias = bias,
+                  .mean = mean, .var = var, .C = C, .S = S, .per_channel = per_channel,
+                  .round = round};
+    /* on the convolutions' claim pool, as the fused chains (exec_fuse.c):
+       one helper thread for the whole run instead of waking OpenMP's */
     int nt = x->count >= NORM_PARALLEL_WORK ? ctx->threads : 1;
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t nc = 0; nc < N * C; nc++) {
-        int64_t c = nc % C;
-        int64_t len = per_channel ? S : 1, steps = per_channel ? 1 : S;
-        for (int64_t k = 0; k < steps; k++) {
-            int64_t p = per_channel ? c : c * S + k;
-            double a = at(scale, p) / sqrt(var[p] + (double)s->epsilon);
-            if (round)
-                bn_affine_rounded(ctx, x, y, nc * S, len, mean[p], a, at(bias, p));
-            else
-                row_affine(x, y, nc * S + k, len, mean[p], a, at(bias, p));
-        }
-    }
+    ld_conv_pool_run(nt, N * C, ld_conv_pool_claim(N * C, nt), bn_blocks, &job);
     if (round)
         ctx->rounded_outputs |= 1u;
     free(mean);

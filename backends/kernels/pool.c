@@ -21,15 +21,15 @@
  * window). MaxPool's Indices are flat indices into the whole input tensor
  * (batch and channel included), row-major for storage_order 0 and with the
  * first spatial axis fastest for storage_order 1. Planes (n, c) run in
- * parallel with OpenMP; each output is computed by one thread in a fixed
- * order. */
+ * parallel on the convolutions' claim pool (conv_pool.h); each output is
+ * computed by one thread in a fixed order. */
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/accumulate.h"
 #include "backends/kernels/conv_common.h"
+#include "backends/kernels/conv_pool.h"
 #include "backends/kernels/fast_level.h"
 #include "backends/kernels/kernels.h"
 
@@ -557,6 +557,90 @@ static void global_plane_f32r(const float *x, int64_t n, const pool_state *s,
 
 /* --- compute --------------------------------------------------------------------- */
 
+/* One pool node's work for ld_conv_pool_run: items [0, groups) are groups of
+ * GLOBAL_GROUP planes (GlobalAveragePool, float32), items from groups on are
+ * single planes from plane `grouped` on. Every output is computed by one
+ * item, so the result never depends on the thread count. */
+typedef struct pool_job {
+    const pool_state *s;
+    const ld_window_geom *g;
+    const pool_tables *tables;
+    const ld_accum *accum;
+    ld_dtype dtype;
+    size_t es;
+    const char *xb;
+    char *yb;
+    int64_t *ind;     /* MaxPool's Indices, or NULL */
+    double *tmp;      /* the sums of the double-accumulated windowed pools */
+    float *rows;      /* the separable MaxPool's row buffers, one per worker */
+    bool reduced;
+    global_group_fn group;
+    int64_t groups, grouped;
+} pool_job;
+
+static void pool_plane(const pool_job *j, int worker, int64_t pl)
+{
+    const pool_state *s = j->s;
+    const ld_window_geom *g = j->g;
+    const char *xp = j->xb + (size_t)(pl * g->in_size) * j->es;
+    char *yp = j->yb + (size_t)(pl * g->out_size) * j->es;
+    if (j->reduced && s->global) {
+        global_plane_f32r((const float *)xp, g->in_size, s, j->accum, (float *)yp);
+        return;
+    }
+    if (j->reduced) {
+        sumpool_f32r((const float *)xp, g, j->tables, s->count_include_pad,
+                     s->kind == POOL_LP ? (float)s->p : 0.0f, j->accum, (float *)yp);
+        return;
+    }
+    if (s->global) {
+        global_plane(xp, j->dtype, g->in_size, s, yp);
+        return;
+    }
+    if (s->kind != POOL_MAX) {
+        double *tp = j->tmp + pl * g->out_size;
+        double p = s->kind == POOL_LP ? s->p : 0;
+        if (j->dtype == LD_DTYPE_FLOAT32)
+            sumpool_f32((const float *)xp, g, j->tables, s->count_include_pad, p, tp);
+        else
+            sumpool_f64((const double *)xp, g, j->tables, s->count_include_pad, p, tp);
+        for (int64_t i = 0; i < g->out_size; i++) {
+            if (j->dtype == LD_DTYPE_FLOAT32)
+                ((float *)yp)[i] = (float)tp[i];
+            else
+                ((double *)yp)[i] = tp[i];
+        }
+        return;
+    }
+    int64_t *ip = j->ind ? j->ind + pl * g->out_size : NULL;
+    if (j->rows) {
+        maxpool_rows_f32((const float *)xp, g, j->tables, (float *)yp,
+                         j->rows + (size_t)worker * (size_t)g->in[2]);
+        return;
+    }
+    switch (j->dtype) {
+    case LD_DTYPE_FLOAT32: maxpool_f32((const float *)xp, g, j->tables, (float *)yp, ip); break;
+    case LD_DTYPE_FLOAT64: maxpool_f64((const double *)xp, g, j->tables, (double *)yp, ip); break;
+    case LD_DTYPE_INT8: maxpool_i8((const int8_t *)xp, g, j->tables, (int8_t *)yp, ip); break;
+    default: maxpool_u8((const uint8_t *)xp, g, j->tables, (uint8_t *)yp, ip); break;
+    }
+    for (int64_t i = 0; ip && i < g->out_size; i++)
+        ip[i] = ip[i] < 0 ? -1 : pl * g->in_size + storage_index(g, ip[i], s->storage_order);
+}
+
+/* Items [i0, i1) of a pool job (a claim of ld_conv_pool_run). */
+static void pool_items(void *arg, int worker, int64_t i0, int64_t i1)
+{
+    const pool_job *j = arg;
+    for (int64_t i = i0; i < i1; i++) {
+        if (i < j->groups)
+            j->group((const float *)j->xb + i * GLOBAL_GROUP * j->g->in_size, j->g->in_size,
+                     (float *)j->yb + i * GLOBAL_GROUP);
+        else
+            pool_plane(j, worker, j->grouped + (i - j->groups));
+    }
+}
+
 static ld_status pool_compute(ld_kernel_ctx *ctx)
 {
     const pool_state *s = ctx->state;
@@ -568,9 +652,6 @@ static ld_status pool_compute(ld_kernel_ctx *ctx)
     ld_tensor *y = ctx->outputs[0];
     ld_tensor *ind = ctx->n_outputs > 1 ? ctx->outputs[1] : NULL;
     int64_t planes = x->shape.dims[0] * x->shape.dims[1];
-    size_t es = ld_dtype_size(x->dtype);
-    const char *xb = x->data;
-    char *yb = y->data;
     double *tmp = NULL;
     pool_tables tables = {{NULL}};
     if (!s->global && !tables_make(&g, &tables))
@@ -586,77 +667,36 @@ static ld_status pool_compute(ld_kernel_ctx *ctx)
             return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
         }
     }
-    int threads = ctx->threads;
-    /* the separable MaxPool path: one row buffer per thread */
+    /* Planes run on the convolutions' claim pool, as the fused chains
+     * (exec_fuse.c): one helper thread for the whole run instead of waking
+     * OpenMP's (25-180 us after an idle gap) and competing with its spin. */
+    int threads = planes * g.out_size * g.k_size > LD_PARALLEL_MIN_WORK ? ctx->threads : 1;
+    if (threads > LD_CONV_POOL_MAX_THREADS)
+        threads = LD_CONV_POOL_MAX_THREADS;
+    if (threads < 1)
+        threads = 1;
+    /* the separable MaxPool path: one row buffer per worker */
     float *rows = NULL;
     if (!s->global && s->kind == POOL_MAX && !ind && x->dtype == LD_DTYPE_FLOAT32 &&
         g.d[0] == 1 && g.d[1] == 1 && g.d[2] == 1) {
-        rows = malloc((size_t)(threads > 0 ? threads : 1) * (size_t)(g.in[2] ? g.in[2] : 1) *
-                      sizeof *rows);
+        rows = malloc((size_t)threads * (size_t)(g.in[2] ? g.in[2] : 1) * sizeof *rows);
         if (!rows) {
+            free(tmp);
             tables_free(&tables);
             return ld_kernel_fail(ctx, LD_ERR_NOMEM, "out of memory");
         }
     }
-    bool big = planes * g.out_size * g.k_size > LD_PARALLEL_MIN_WORK;
-    int64_t grouped = 0; /* planes done GLOBAL_GROUP at a time */
+    pool_job job = {.s = s, .g = &g, .tables = &tables, .accum = &accum, .dtype = x->dtype,
+                    .es = ld_dtype_size(x->dtype), .xb = x->data, .yb = y->data,
+                    .ind = ind ? ind->data : NULL, .tmp = tmp, .rows = rows,
+                    .reduced = reduced};
     if (s->global && s->kind == POOL_AVG && !accum.half && x->dtype == LD_DTYPE_FLOAT32) {
-        grouped = planes / GLOBAL_GROUP * GLOBAL_GROUP;
-        global_group_fn group = global_group(reduced);
-#pragma omp parallel for num_threads(threads) if (planes * g.in_size > LD_PARALLEL_MIN_WORK) \
-    schedule(static)
-        for (int64_t pl = 0; pl < grouped; pl += GLOBAL_GROUP)
-            group((const float *)xb + pl * g.in_size, g.in_size, (float *)yb + pl);
+        job.groups = planes / GLOBAL_GROUP; /* planes done GLOBAL_GROUP at a time */
+        job.grouped = job.groups * GLOBAL_GROUP;
+        job.group = global_group(reduced);
     }
-#pragma omp parallel for num_threads(threads) if (big) schedule(static)
-    for (int64_t pl = grouped; pl < planes; pl++) {
-        const char *xp = xb + (size_t)(pl * g.in_size) * es;
-        char *yp = yb + (size_t)(pl * g.out_size) * es;
-        if (reduced && s->global) {
-            global_plane_f32r((const float *)xp, g.in_size, s, &accum, (float *)yp);
-            continue;
-        }
-        if (reduced) {
-            sumpool_f32r((const float *)xp, &g, &tables, s->count_include_pad,
-                         s->kind == POOL_LP ? (float)s->p : 0.0f, &accum, (float *)yp);
-            continue;
-        }
-        if (s->global) {
-            global_plane(xp, x->dtype, g.in_size, s, yp);
-            continue;
-        }
-        if (s->kind != POOL_MAX) {
-            double *tp = tmp + pl * g.out_size;
-            double p = s->kind == POOL_LP ? s->p : 0;
-            if (x->dtype == LD_DTYPE_FLOAT32)
-                sumpool_f32((const float *)xp, &g, &tables, s->count_include_pad, p, tp);
-            else
-                sumpool_f64((const double *)xp, &g, &tables, s->count_include_pad, p, tp);
-            for (int64_t i = 0; i < g.out_size; i++) {
-                if (x->dtype == LD_DTYPE_FLOAT32)
-                    ((float *)yp)[i] = (float)tp[i];
-                else
-                    ((double *)yp)[i] = tp[i];
-            }
-            continue;
-        }
-        int64_t *ip = ind ? (int64_t *)ind->data + pl * g.out_size : NULL;
-        if (rows) {
-            maxpool_rows_f32((const float *)xp, &g, &tables, (float *)yp,
-                             rows + (size_t)omp_get_thread_num() * (size_t)g.in[2]);
-            continue;
-        }
-        switch (x->dtype) {
-        case LD_DTYPE_FLOAT32: maxpool_f32((const float *)xp, &g, &tables, (float *)yp, ip); break;
-        case LD_DTYPE_FLOAT64:
-            maxpool_f64((const double *)xp, &g, &tables, (double *)yp, ip);
-            break;
-        case LD_DTYPE_INT8: maxpool_i8((const int8_t *)xp, &g, &tables, (int8_t *)yp, ip); break;
-        default: maxpool_u8((const uint8_t *)xp, &g, &tables, (uint8_t *)yp, ip); break;
-        }
-        for (int64_t i = 0; ip && i < g.out_size; i++)
-            ip[i] = ip[i] < 0 ? -1 : pl * g.in_size + storage_index(&g, ip[i], s->storage_order);
-    }
+    int64_t items = job.groups + (planes - job.grouped);
+    ld_conv_pool_run(threads, items, ld_conv_pool_claim(items, threads), pool_items, &job);
     free(tmp);
     free(rows);
     tables_free(&tables);
