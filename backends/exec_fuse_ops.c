@@ -67,21 +67,6 @@ UNARY(leakyrelu_rows, x < 0 ? p[0] * x : x)
 UNARY(hardsigmoid_rows, CLAMP01(p[0] * x + p[1]))
 UNARY(hardswish_rows, x * CLAMP01(x * (1.0f / 6.0f) + 0.5f))
 
-/* activation.c's sigmoid_f, scalar as its EW_MAP_CALL loop (libm's expf). */
-static inline float sigmoid_f(float x)
-{
-    if (x >= 0)
-        return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
-
-static void sigmoid_rows(float *d, const float *in, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        d[i] = sigmoid_f(in[i]);
-}
-
 void ld_fuse_apply(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float alpha, float beta,
                    int64_t n)
 {
@@ -96,7 +81,7 @@ void ld_fuse_apply(int op, float *d, ld_fuse_arg a, ld_fuse_arg b, float alpha, 
     case LD_FUSE_LEAKYRELU: leakyrelu_rows(d, a.p, p, n); break;
     case LD_FUSE_HARDSIGMOID: hardsigmoid_rows(d, a.p, p, n); break;
     case LD_FUSE_HARDSWISH: hardswish_rows(d, a.p, p, n); break;
-    case LD_FUSE_SIGMOID: sigmoid_rows(d, a.p, n); break;
+    case LD_FUSE_SIGMOID: ld_fuse_sigmoid_rows(d, a.p, n); break;
     default: break;
     }
 }

@@ -37,6 +37,15 @@ typedef struct ld_fuse_arg {
     float s;
 } ld_fuse_arg;
 
+/* Sigmoid of in[0, n) into d (d may be in): activation.c's sigmoid_f
+ * (libm's expf) bit for bit. ld_fuse_sigmoid_rows takes the AVX-512 row when
+ * the CPU has it (exec_fuse_sigmoid.c: why its bits are the same), else the
+ * portable one; ld_fuse_sigmoid_rows_avx512 is false, doing nothing, on a
+ * CPU without AVX-512F (tests compare the two). */
+void ld_fuse_sigmoid_rows(float *d, const float *in, int64_t n);
+void ld_fuse_sigmoid_rows_portable(float *d, const float *in, int64_t n);
+bool ld_fuse_sigmoid_rows_avx512(float *d, const float *in, int64_t n);
+
 /* d[0, n) = op(a[, b]) with attributes (alpha, beta) or Clip's (min, max).
  * d may be the same memory as a vector operand (in place), never partly
  * overlapping it. */
