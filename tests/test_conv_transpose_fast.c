@@ -1,8 +1,8 @@
 /* Unit tests for ConvTranspose's fused 2x2 stride-2 kernel
  * (backends/kernels/conv_transpose_avx2.c): bit for bit against the path it
  * replaces, the product ld_gemm_direct_f32 + ld_interleave2_add_f32, at
- * every direct-convolution level the CPU runs (AVX2; AVX-512 too when
- * present), on geometries with channel tails (M not a multiple of 3),
+ * every direct-convolution level the CPU runs (AVX2 tiles; AVX-512 and the
+ * 16-lane tiles too when present), on geometries with channel tails (M not a multiple of 3),
  * column tails (W not a multiple of 8, W < 8), no bias, and special values
  * (signed zeros, infinities, NaN), outputs large enough for its streaming
  * stores, inputs packed and read in place (one output channel, too many
@@ -244,10 +244,12 @@ static void test_kernel_bits(void **state)
         for (size_t j = 0; j < sizeof Ws / sizeof Ws[0]; j++)
             check_case((int64_t)(1 + (i + j) % 5), Ms[i], 1 + (int64_t)j % 3, Ws[j], (i + j) % 2,
                        false);
-    /* outputs of 4 MiB and more: streaming stores (W % 4 == 0), and the
-     * plain stores when the rows are not aligned (W % 4 != 0) */
+    /* outputs of 4 MiB and more: streaming stores of the AVX2 tiles (W % 4
+     * == 0), and the plain stores when the rows are not aligned (W % 4 !=
+     * 0); 32 MiB: the 16-lane tiles' streaming stores */
     check_case(2, 8, 128, 256, true, false);
     check_case(2, 8, 128, 258, false, false);
+    check_case(1, 32, 128, 512, true, false);
     /* C = 1 and a long chain */
     check_case(1, 3, 2, 17, true, false);
     check_case(67, 6, 2, 19, true, false);
@@ -362,6 +364,19 @@ static void test_level_choice(void **state)
     }
 }
 
+/* Streaming stores: from 4 MiB of output with the AVX2 tiles (tuned on a
+ * Zen 3), from 32 MiB with the 16-lane ones (a Zen 5 keeps det's 9.8 MB in
+ * its L3 for the nodes after). */
+static void test_stream_choice(void **state)
+{
+    (void)state;
+    assert_false(ld_convt_streams(false, ((int64_t)4 << 20) - 1));
+    assert_true(ld_convt_streams(false, (int64_t)4 << 20));
+    assert_false(ld_convt_streams(true, (int64_t)24 * 4 * 160 * 160 * 4)); /* det's 24 -> 24 */
+    assert_false(ld_convt_streams(true, ((int64_t)32 << 20) - 1));
+    assert_true(ld_convt_streams(true, (int64_t)32 << 20));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -369,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_kernel_special_values),
         cmocka_unit_test_teardown(test_operator_bits, ob_teardown),
         cmocka_unit_test(test_level_choice),
+        cmocka_unit_test(test_stream_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

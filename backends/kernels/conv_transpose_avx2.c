@@ -288,6 +288,19 @@ static const tile_fn tiles16[2][2][3] = {
  * 0-0.6 ms more on 1 thread, ~0.4 ms on 2 (about the gain there). Its
  * 24 -> 1 layer (1.6 MB out) gained nothing and keeps plain stores. */
 #define STREAM_MIN_BYTES ((int64_t)4 << 20)
+/* The 16-lane tiles (chosen on AVX-512 machines, measured on the Zen 5)
+ * stream only outputs larger than its L3 slice would keep: there, det's
+ * 24 -> 24 layer with plain stores, det run, per-node medians of 11
+ * interleaved rounds, 1 thread: the layer 1.07 -> 0.82 ms, it and the four
+ * nodes reading its output 1.98 -> 1.67 ms; 2 threads 1.32 either way
+ * (the layer 0.58 -> 0.54, the Add after it reading the other core's half
+ * 0.16 -> 0.25). */
+#define STREAM_MIN_BYTES_WIDE ((int64_t)32 << 20)
+
+bool ld_convt_streams(bool wide, int64_t out_bytes)
+{
+    return out_bytes >= (wide ? STREAM_MIN_BYTES_WIDE : STREAM_MIN_BYTES);
+}
 
 /* Columns [iw0, W) of input row ih (fewer than a vector), one output at a
  * time in the same order. */
@@ -330,7 +343,7 @@ static void rows_f32(const float *x, const float *w, const float *bias, float *y
      * the row would read it back right away; in the tile only the runs
      * that are not plain go to it, stored the usual way) */
     const bool stream = (!round || in_tile) &&
-                        M * 4 * H * W * (int64_t)sizeof(float) >= STREAM_MIN_BYTES &&
+                        ld_convt_streams(wide, M * 4 * H * W * (int64_t)sizeof(float)) &&
                         W % 4 == 0 && (uintptr_t)y % 32 == 0;
     const tile_fn t3 = tiles[in_tile][stream][2], t2 = tiles[in_tile][stream][1],
                   t1 = tiles[in_tile][stream][0];

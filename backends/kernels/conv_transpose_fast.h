@@ -37,8 +37,9 @@ bool ld_convt_force_level(ld_convt_level level);
  * with the sum the FMA chain over c = 0..C-1 from +0 and then bias (+0 when
  * NULL) added, exactly what ld_gemm_direct_f32 + ld_interleave2_add_f32
  * compute (conv_transpose.c's once path), bit for bit. x: C planes of H x W
- * floats; w: [C][M][2][2]; y: M planes of 2H x 2W (outputs of 4 MiB and
- * more go out with streaming stores, fenced before returning). round: NULL
+ * floats; w: [C][M][2][2]; y: M planes of 2H x 2W (outputs that
+ * ld_convt_streams says go out with streaming stores, fenced before
+ * returning). round: NULL
  * or called on each output row once it is complete; with round_fp16_inline
  * (the caller's ld_kernel_ctx offers it and wants no float16 bits back,
  * kernel.h) the tiles round their runs of 16-48 outputs to float16
@@ -46,7 +47,12 @@ bool ld_convt_force_level(ld_convt_level level);
  * scheme) and hand only the other runs, and the columns past the last
  * whole vector, to round->block: the same values and counters. Only when
  * ld_convt_level_supported(LD_CONVT_AVX2).
- * ..._avx512: the same bits with 16-lane tiles (LD_CONVT_AVX512 only). */
+ * ..._avx512: the same bits with 16-lane tiles (LD_CONVT_AVX512 only),
+ * streaming only outputs of 32 MiB and more (ld_convt_streams). */
+/* Whether the kernel writes an output of out_bytes (all channels of the
+ * group) with streaming stores (when its rows are aligned): from 4 MiB with
+ * the AVX2 tiles, 32 MiB with the 16-lane ones (wide). */
+bool ld_convt_streams(bool wide, int64_t out_bytes);
 void ld_convt2x2_rows_f32_avx2(const float *x, const float *w, const float *bias, float *y,
                                int64_t C, int64_t M, int64_t H, int64_t W, int64_t ih0,
                                int64_t ih1, const ld_conv_round *round, bool round_fp16_inline);
