@@ -1,4 +1,5 @@
-/* layerdiff — ConvTranspose 2x2 stride 2 in one pass (see conv_transpose_fast.h).
+/* layerdiff — ConvTranspose 2x2 stride 2 in one pass (see conv_transpose_fast.h),
+ * in 8-lane (AVX2) tiles, or 16-lane (AVX-512F) tiles on AVX-512 machines.
  *
  * Why. conv_transpose.c computes a ConvTranspose as a product (columns
  * W^T X, one row per output channel and kernel offset) and then col2im,
