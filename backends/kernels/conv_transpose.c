@@ -287,15 +287,15 @@ typedef struct {
     float *y;
     int64_t C, M, H, W;
     const ld_conv_round *round;
-    bool round_fp16_inline;
+    bool round_fp16_inline, wide; /* wide: the AVX-512 tiles */
 } fused_job;
 
 static void fused_rows(void *arg, int worker, int64_t r0, int64_t r1)
 {
     (void)worker;
     const fused_job *j = arg;
-    ld_convt2x2_rows_f32_avx2(j->x, j->w, j->bias, j->y, j->C, j->M, j->H, j->W, r0, r1,
-                              j->round, j->round_fp16_inline);
+    (j->wide ? ld_convt2x2_rows_f32_avx512 : ld_convt2x2_rows_f32_avx2)(
+        j->x, j->w, j->bias, j->y, j->C, j->M, j->H, j->W, r0, r1, j->round, j->round_fp16_inline);
 }
 
 /* One image and group of a fused_2x2 float32 ConvTranspose: input rows go
@@ -303,10 +303,11 @@ static void fused_rows(void *arg, int worker, int64_t r0, int64_t r1)
  * own output rows, so the thread count changes no result. */
 static void fused_2x2_f32(const float *x, const float *w, const float *bias, float *y,
                           int64_t Cg, int64_t Mg, const ld_window_geom *g, int threads,
-                          const ld_conv_round *round, bool round_fp16_inline)
+                          const ld_conv_round *round, bool round_fp16_inline, bool wide)
 {
     fused_job job = {.x = x, .w = w, .bias = bias, .y = y, .C = Cg, .M = Mg, .H = g->in[1],
-                     .W = g->in[2], .round = round, .round_fp16_inline = round_fp16_inline};
+                     .W = g->in[2], .round = round, .round_fp16_inline = round_fp16_inline,
+                     .wide = wide};
     int64_t work = Mg * 4 * Cg * g->in_size;
     ld_conv_pool_run(work > LD_PARALLEL_MIN_WORK ? threads : 1, g->in[1], 4, fused_rows, &job);
 }
@@ -340,7 +341,8 @@ static ld_status convt_compute(ld_kernel_ctx *ctx)
      * non-overlapping col2im writes bias + column once */
     bool direct = p.es == 4 && !ac.half && ld_conv_direct_available();
     bool once = direct && non_overlapping(g);
-    bool fused = once && fused_2x2(g) && ld_convt_level_active() == LD_CONVT_AVX2;
+    ld_convt_level convt = ld_convt_level_active();
+    bool fused = once && fused_2x2(g) && convt != LD_CONVT_NONE;
     for (int64_t n = 0; n < p.N && !once; n++)
         fill_planes((char *)p.y + (size_t)(n * p.M * g->out_size) * p.es, p.b, p.M, g->out_size,
                     p.es);
@@ -366,7 +368,8 @@ static ld_status convt_compute(ld_kernel_ctx *ctx)
                               (const float *)p.w + gr * Cg * rows_k,
                               p.b ? (const float *)p.b + gr * Mg : NULL,
                               (float *)p.y + (n * p.M + gr * Mg) * g->out_size, Cg, Mg, g,
-                              ctx->threads, rounds ? &round : NULL, fp16_inline);
+                              ctx->threads, rounds ? &round : NULL, fp16_inline,
+                              convt == LD_CONVT_AVX512);
         if (rounds)
             ctx->rounded_outputs |= 1u;
         return LD_OK;

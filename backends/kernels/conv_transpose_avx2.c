@@ -1,4 +1,5 @@
-/* layerdiff — ConvTranspose 2x2 stride 2 in one pass (see conv_transpose_fast.h).
+/* layerdiff — ConvTranspose 2x2 stride 2 in one pass (see conv_transpose_fast.h),
+ * in 8-lane (AVX2) tiles, or 16-lane (AVX-512F) tiles on AVX-512 machines.
  *
  * Why. conv_transpose.c computes a ConvTranspose as a product (columns
  * W^T X, one row per output channel and kernel offset) and then col2im,
@@ -43,6 +44,8 @@ bool ld_convt_level_supported(ld_convt_level level)
         return true;
     case LD_CONVT_AVX2:
         return ld_conv_direct_level_supported(LD_CONV_DIRECT_AVX2);
+    case LD_CONVT_AVX512:
+        return ld_conv_direct_level_supported(LD_CONV_DIRECT_AVX512);
     default:
         return false;
     }
@@ -55,7 +58,14 @@ ld_convt_level ld_convt_level_active(void)
     int f = atomic_load(&forced_level);
     if (f != LD_CONVT_AUTO)
         return (ld_convt_level)f;
-    return ld_conv_direct_level_active() == LD_CONV_DIRECT_NONE ? LD_CONVT_NONE : LD_CONVT_AVX2;
+    switch (ld_conv_direct_level_active()) {
+    case LD_CONV_DIRECT_NONE:
+        return LD_CONVT_NONE;
+    case LD_CONV_DIRECT_AVX512:
+        return LD_CONVT_AVX512;
+    default:
+        return LD_CONVT_AVX2;
+    }
 }
 
 bool ld_convt_force_level(ld_convt_level level)
@@ -168,6 +178,106 @@ static const tile_fn tiles[2][2][3] = {
     {{round1, round2, round3}, {stream_round1, stream_round2, stream_round3}},
 };
 
+/* The same tile 16 lanes wide (AVX-512F): 4 NV zmm sums, each output row's
+ * 32 NV values interleaved with two-source permutes. On the Zen 5 (AVX-512
+ * full width) the AVX2 tile ran det's 24 -> 24 layer at its 8-lane FMA peak
+ * (~100 GFLOP/s on one thread, standalone): compute-bound, not memory-bound.
+ * Sums and their order are the AVX2 tile's: only the vector width differs.
+ * Streamed rows go out as 32-byte halves, needing only the AVX2 tile's
+ * alignment. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+tile16(const float *xb, int64_t cs, const float *w, const float *bias, float *y, int64_t C,
+       int64_t M, int64_t H, int64_t W, int64_t ih, int64_t m, int64_t iw0,
+       const ld_conv_round *round, const int NV, const int NT, const int RND)
+{
+    __m512 acc[4][3];
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; t++)
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++)
+            acc[t][v] = _mm512_setzero_ps();
+    const float *wc = w + m * 4;
+    const int64_t plane = H * W;
+    for (int64_t c = 0; c < C; c++, xb += cs, wc += M * 4) {
+        __m512 xv[3];
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++)
+            xv[v] = _mm512_loadu_ps(xb + v * 2 * LANES);
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; t++) {
+            const __m512 wv = _mm512_set1_ps(wc[t]);
+#pragma GCC unroll 3
+            for (int v = 0; v < NV; v++)
+                acc[t][v] = _mm512_fmadd_ps(wv, xv[v], acc[t][v]);
+        }
+    }
+    const __m512 bv = _mm512_set1_ps(bias ? bias[m] : 0.0f);
+    /* lanes 0-7 (8-15) of a and b, alternating: kw = 0, 1 of each column */
+    const __m512i lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi_idx = _mm512_add_epi32(lo_idx, _mm512_set1_epi32(8));
+#pragma GCC unroll 2
+    for (int kh = 0; kh < 2; kh++) {
+        float *yr = y + m * 4 * plane + (2 * ih + kh) * 2 * W + 2 * iw0;
+        __m512 out[6];
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++) {
+            __m512 a = _mm512_add_ps(bv, acc[2 * kh][v]);
+            __m512 b = _mm512_add_ps(bv, acc[2 * kh + 1][v]);
+            out[2 * v] = _mm512_permutex2var_ps(a, lo_idx, b);
+            out[2 * v + 1] = _mm512_permutex2var_ps(a, hi_idx, b);
+        }
+        bool plain = true; /* RND: as in tile() */
+        if (RND) {
+#pragma GCC unroll 6
+            for (int v = 0; v < 2 * NV; v++)
+                plain = plain && ld_fp16_plain16(out[v]);
+            if (plain)
+#pragma GCC unroll 6
+                for (int v = 0; v < 2 * NV; v++)
+                    out[v] = ld_fp16_split16(out[v]);
+        }
+#pragma GCC unroll 6
+        for (int v = 0; v < 2 * NV; v++) {
+            float *o = yr + v * 2 * LANES;
+            if (NT && plain) {
+                _mm256_stream_ps(o, _mm512_castps512_ps256(out[v]));
+                _mm256_stream_ps(o + LANES,
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(out[v]), 1)));
+            } else {
+                _mm512_storeu_ps(o, out[v]);
+            }
+        }
+        if (RND && !plain)
+            round->block(round->user, 0, yr, 4 * NV * LANES);
+    }
+}
+
+#define DEFINE_TILE16(NV, NT, RND, NAME)                                                       \
+    __attribute__((target("avx512f"))) static void NAME(                                       \
+        const float *xb, int64_t cs, const float *w, const float *bias, float *y, int64_t C,   \
+        int64_t M, int64_t H, int64_t W, int64_t ih, int64_t m, int64_t iw0,                   \
+        const ld_conv_round *round)                                                            \
+    {                                                                                          \
+        tile16(xb, cs, w, bias, y, C, M, H, W, ih, m, iw0, round, NV, NT, RND);                \
+    }
+DEFINE_TILE16(3, 0, 0, z_tile3)
+DEFINE_TILE16(2, 0, 0, z_tile2)
+DEFINE_TILE16(1, 0, 0, z_tile1)
+DEFINE_TILE16(3, 1, 0, z_stream3)
+DEFINE_TILE16(2, 1, 0, z_stream2)
+DEFINE_TILE16(1, 1, 0, z_stream1)
+DEFINE_TILE16(3, 0, 1, z_round3)
+DEFINE_TILE16(2, 0, 1, z_round2)
+DEFINE_TILE16(1, 0, 1, z_round1)
+DEFINE_TILE16(3, 1, 1, z_stream_round3)
+DEFINE_TILE16(2, 1, 1, z_stream_round2)
+DEFINE_TILE16(1, 1, 1, z_stream_round1)
+
+static const tile_fn tiles16[2][2][3] = {
+    {{z_tile1, z_tile2, z_tile3}, {z_stream1, z_stream2, z_stream3}},
+    {{z_round1, z_round2, z_round3}, {z_stream_round1, z_stream_round2, z_stream_round3}},
+};
+
 /* Outputs of at least this many bytes (all channels) are written with
  * streaming stores: they are far larger than L2, and plain stores first
  * read every line they write (write-allocate). PaddleOCR det's 24 -> 24
@@ -179,6 +289,19 @@ static const tile_fn tiles[2][2][3] = {
  * 0-0.6 ms more on 1 thread, ~0.4 ms on 2 (about the gain there). Its
  * 24 -> 1 layer (1.6 MB out) gained nothing and keeps plain stores. */
 #define STREAM_MIN_BYTES ((int64_t)4 << 20)
+/* The 16-lane tiles (chosen on AVX-512 machines, measured on the Zen 5)
+ * stream only outputs larger than its L3 slice would keep: there, det's
+ * 24 -> 24 layer with plain stores, det run, per-node medians of 11
+ * interleaved rounds, 1 thread: the layer 1.07 -> 0.82 ms, it and the four
+ * nodes reading its output 1.98 -> 1.67 ms; 2 threads 1.32 either way
+ * (the layer 0.58 -> 0.54, the Add after it reading the other core's half
+ * 0.16 -> 0.25). */
+#define STREAM_MIN_BYTES_WIDE ((int64_t)32 << 20)
+
+bool ld_convt_streams(bool wide, int64_t out_bytes)
+{
+    return out_bytes >= (wide ? STREAM_MIN_BYTES_WIDE : STREAM_MIN_BYTES);
+}
 
 /* Columns [iw0, W) of input row ih (fewer than a vector), one output at a
  * time in the same order. */
@@ -209,9 +332,11 @@ static void prefetch_row(const float *x, int64_t C, int64_t H, int64_t W, int64_
         ld_prefetch_floats(x + c * H * W + ih * W, W);
 }
 
-void ld_convt2x2_rows_f32_avx2(const float *x, const float *w, const float *bias, float *y,
-                               int64_t C, int64_t M, int64_t H, int64_t W, int64_t ih0,
-                               int64_t ih1, const ld_conv_round *round, bool round_fp16_inline)
+/* Input rows [ih0, ih1) (the entry points below); wide: 16-lane tiles
+ * first, the AVX2 tiles for a last 8 columns. */
+static void rows_f32(const float *x, const float *w, const float *bias, float *y, int64_t C,
+                     int64_t M, int64_t H, int64_t W, int64_t ih0, int64_t ih1,
+                     const ld_conv_round *round, bool round_fp16_inline, bool wide)
 {
     const int64_t full = W / LANES * LANES; /* columns in whole vectors */
     const bool in_tile = round && round_fp16_inline;
@@ -219,10 +344,13 @@ void ld_convt2x2_rows_f32_avx2(const float *x, const float *w, const float *bias
      * the row would read it back right away; in the tile only the runs
      * that are not plain go to it, stored the usual way) */
     const bool stream = (!round || in_tile) &&
-                        M * 4 * H * W * (int64_t)sizeof(float) >= STREAM_MIN_BYTES &&
+                        ld_convt_streams(wide, M * 4 * H * W * (int64_t)sizeof(float)) &&
                         W % 4 == 0 && (uintptr_t)y % 32 == 0;
     const tile_fn t3 = tiles[in_tile][stream][2], t2 = tiles[in_tile][stream][1],
                   t1 = tiles[in_tile][stream][0];
+    const tile_fn z3 = tiles16[in_tile][stream][2], z2 = tiles16[in_tile][stream][1],
+                  z1 = tiles16[in_tile][stream][0];
+    const int64_t wide_full = wide ? W / (2 * LANES) * (2 * LANES) : 0;
     float buf[PACK_FLOATS];
     /* With more than one output channel the input row of every channel is
      * read once per channel: copied here rows ld floats apart (64 bytes
@@ -244,6 +372,12 @@ void ld_convt2x2_rows_f32_avx2(const float *x, const float *w, const float *bias
         }
         for (int64_t m = 0; m < M; m++) {
             int64_t i = 0;
+            for (; i + 6 * LANES <= wide_full; i += 6 * LANES)
+                z3(xr + i, cs, w, bias, y, C, M, H, W, ih, m, i, round);
+            for (; i + 4 * LANES <= wide_full; i += 4 * LANES)
+                z2(xr + i, cs, w, bias, y, C, M, H, W, ih, m, i, round);
+            for (; i < wide_full; i += 2 * LANES)
+                z1(xr + i, cs, w, bias, y, C, M, H, W, ih, m, i, round);
             for (; i + 3 * LANES <= full; i += 3 * LANES)
                 t3(xr + i, cs, w, bias, y, C, M, H, W, ih, m, i, round);
             for (; i + 2 * LANES <= full; i += 2 * LANES)
@@ -263,4 +397,18 @@ void ld_convt2x2_rows_f32_avx2(const float *x, const float *w, const float *bias
     }
     if (stream)
         _mm_sfence(); /* the streamed stores before the pool's hand-back */
+}
+
+void ld_convt2x2_rows_f32_avx2(const float *x, const float *w, const float *bias, float *y,
+                               int64_t C, int64_t M, int64_t H, int64_t W, int64_t ih0,
+                               int64_t ih1, const ld_conv_round *round, bool round_fp16_inline)
+{
+    rows_f32(x, w, bias, y, C, M, H, W, ih0, ih1, round, round_fp16_inline, false);
+}
+
+void ld_convt2x2_rows_f32_avx512(const float *x, const float *w, const float *bias, float *y,
+                                 int64_t C, int64_t M, int64_t H, int64_t W, int64_t ih0,
+                                 int64_t ih1, const ld_conv_round *round, bool round_fp16_inline)
+{
+    rows_f32(x, w, bias, y, C, M, H, W, ih0, ih1, round, round_fp16_inline, true);
 }
