@@ -58,6 +58,7 @@ typedef struct planner {
     ld_exec_plan *plan;
     char *why;
     size_t why_size;
+    bool prepare_kernels; /* ld_exec_plan_prepare: call the kernels' prepare */
 } planner;
 
 static bool give_up(planner *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -360,6 +361,13 @@ static bool plan_node(planner *p, int i, node_io *io)
         if (xn->kernel->infer(&ctx, io->descs) != LD_OK)
             return give_up(p, "node '%s' (%s): infer failed: %s", node->name, node->op_type,
                            err.message);
+        /* the kernel's own set-up (kernel.h), but not under hooks that hand
+           compute other inputs (the emulated engine's rounded weights): what
+           it prepared from these would go unused */
+        if (p->prepare_kernels && xn->kernel->prepare && !p->e->hooks.before_compute) {
+            xn->kernel->prepare(&ctx);
+            ld_error_clear(&err);
+        }
         bool real;
         if (!plan_real(p, node, io, &real))
             return false;
@@ -519,13 +527,14 @@ static void planner_free(planner *p, node_io *io, int max_io)
 }
 
 /* One walk over the graph: ld_exec_run without fusion and the stepwise
- * run side by side (fused false), or ld_exec_run with chain fusion. */
+ * run side by side (fused false), or ld_exec_run with chain fusion; with
+ * prepare_kernels, calling each kernel's prepare on the way. */
 static bool walk(const ld_exec *e, const ld_shape *input_shapes, bool fused, ld_exec_plan *plan,
-                 char *why, size_t why_size)
+                 char *why, size_t why_size, bool prepare_kernels)
 {
     const ld_graph *g = e->graph;
     planner p = {.e = e, .g = g, .plan = plan, .why = why, .why_size = why_size,
-                 .peak_node = -1, .fused = fused};
+                 .peak_node = -1, .fused = fused, .prepare_kernels = prepare_kernels};
     *plan = (ld_exec_plan){.n_values = g->n_values, .peak_node = -1};
     int max_in = 1, max_out = 1;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -572,17 +581,17 @@ static bool walk(const ld_exec *e, const ld_shape *input_shapes, bool fused, ld_
     return ok;
 }
 
-bool ld_exec_plan_build(const ld_exec *e, const ld_shape *input_shapes, ld_exec_plan *plan,
-                        char *why, size_t why_size)
+static bool plan_build(const ld_exec *e, const ld_shape *input_shapes, ld_exec_plan *plan,
+                       char *why, size_t why_size, bool prepare_kernels)
 {
-    if (!walk(e, input_shapes, false, plan, why, why_size))
+    if (!walk(e, input_shapes, false, plan, why, why_size, prepare_kernels))
         return false;
     if (!e->fuse)
         return true;
     /* This executor's ld_exec_run fuses chains: its figures come from a
      * walk that fuses as it will; the stepwise ones stay. */
     ld_exec_plan fused;
-    if (!walk(e, input_shapes, true, &fused, why, why_size)) {
+    if (!walk(e, input_shapes, true, &fused, why, why_size, false)) {
         ld_exec_plan_clear(plan);
         return false;
     }
@@ -591,6 +600,12 @@ bool ld_exec_plan_build(const ld_exec *e, const ld_shape *input_shapes, ld_exec_
     plan->top_run = fused.top_run;
     ld_exec_plan_clear(&fused);
     return true;
+}
+
+bool ld_exec_plan_build(const ld_exec *e, const ld_shape *input_shapes, ld_exec_plan *plan,
+                        char *why, size_t why_size)
+{
+    return plan_build(e, input_shapes, plan, why, why_size, false);
 }
 
 void ld_exec_plan_clear(ld_exec_plan *plan)
@@ -622,7 +637,7 @@ static uint64_t resident_bytes(const ld_graph *g, const ld_shape *shapes)
 ld_status ld_exec_plan_prepare(ld_exec *e, const ld_shape *input_shapes, ld_error *err)
 {
     ld_exec_plan plan;
-    if (!input_shapes || !ld_exec_plan_build(e, input_shapes, &plan, NULL, 0))
+    if (!input_shapes || !plan_build(e, input_shapes, &plan, NULL, 0, true))
         return LD_OK;
     uint64_t limit = ld_memory_limit();
     uint64_t resident = resident_bytes(e->graph, input_shapes);

@@ -64,9 +64,12 @@ bool ld_exec_plan_build(const ld_exec *e, const ld_shape *input_shapes, ld_exec_
 void ld_exec_plan_clear(ld_exec_plan *plan);
 
 /* For a backend's prepare, after ld_exec_create: plans the run (input
- * shapes may be NULL: nothing is done) and, with a plan, faults in the
- * executor's arena up to the smaller of the two planned tops
- * (ld_pool_prefault; never more than a run would touch). With an exact
+ * shapes may be NULL: nothing is done), calling on the way each node's
+ * kernel prepare (kernel.h: packed constant weights, reserved scratch,
+ * worker threads; not under a before_compute hook, which hands compute
+ * other inputs), and, with a plan, faults in the executor's arena up to
+ * the smaller of the two planned tops (ld_pool_prefault; never more than a
+ * run would touch). With an exact
  * plan and a --max-memory limit (layerdiff/memory.h) that the run would
  * certainly exceed, fails (LD_ERR_NOMEM) with a one-line message naming
  * the limit and the planned bytes; otherwise the run's own checks stay. */

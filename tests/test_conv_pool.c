@@ -336,6 +336,90 @@ static void check_cache(int64_t C, int64_t M, int64_t H, int64_t W, int64_t k)
     cache_case_free(&c);
 }
 
+/* ld_conv_direct_prepack packs what the call on the same geometry reads:
+ * the call finds it in the cache (no second packing) and gives the bits of
+ * the uncached kernel, at every variant forced and at the automatic one. */
+static void check_prepack(int64_t C, int64_t M, int64_t H, int64_t W, int64_t k)
+{
+    cache_case c;
+    if (!cache_case_make(&c, C, M, H, W, k))
+        return;
+    for (int v = -1; v < ld_conv_direct_variant_count(); v++) {
+        ld_conv_direct_force_variant(v);
+        ld_conv_direct_pack cache = {0};
+        assert_true(ld_conv_direct_prepack(c.w, C, M, &c.g, &cache));
+        const float *held = cache.data;
+        int64_t packs = ld_conv_direct_cache_packs();
+        cached_vs_plain(&c, c.w, &cache);
+        assert_ptr_equal(cache.data, held);
+        assert_int_equal(ld_conv_direct_cache_packs(), packs);
+        /* a second prepack of the same weights keeps what the cache holds */
+        assert_true(ld_conv_direct_prepack(c.w, C, M, &c.g, &cache));
+        assert_ptr_equal(cache.data, held);
+        ld_conv_direct_pack_clear(&cache);
+    }
+    ld_conv_direct_force_variant(-1);
+    cache_case_free(&c);
+}
+
+static void test_prepack(void **state)
+{
+    (void)state;
+    for (int level = LD_CONV_DIRECT_AVX2; level <= LD_CONV_DIRECT_AVX512; level++) {
+        if (!ld_conv_direct_force_level((ld_conv_direct_level)level))
+            continue;
+        /* widths and channel counts whose automatic variants differ */
+        check_prepack(24, 20, 23, 37, 3);
+        check_prepack(8, 96, 12, 160, 3);
+        check_prepack(96, 24, 9, 9, 3);
+        check_prepack(40, 36, 20, 21, 1);
+        check_prepack(12, 96, 4, 160, 1);
+        check_prepack(3, 8, 5, 7, 3);
+    }
+    ld_conv_direct_force_level(LD_CONV_DIRECT_AUTO);
+    /* geometries the direct kernels do not take: nothing packed */
+    ld_window_geom g = {.nd = 2, .in = {4, 4}, .k = {3, 3}, .s = {3, 3}, .d = {1, 1},
+                        .out = {1, 1}};
+    ld_window_geom_finish(&g);
+    float w[2 * 2 * 9] = {0};
+    ld_conv_direct_pack cache = {0};
+    assert_false(ld_conv_direct_prepack(w, 2, 2, &g, &cache));
+    assert_null(cache.data);
+}
+
+/* The scratch cache: a reservation is taken by the next get of that size or
+ * less (no fresh buffer), and a growth at least doubles the buffer. */
+static void test_scratch_reserve(void **state)
+{
+    (void)state;
+    ld_scratch_retain();
+    size_t big = (size_t)5 << 20;
+    ld_scratch_reserve(big);
+    char *p = ld_scratch_get(big);
+    assert_non_null(p);
+    p[big - 1] = 1;
+    ld_scratch_put(p);
+    assert_ptr_equal(ld_scratch_get(1000), p);
+    ld_scratch_put(p);
+    /* growing past it: a new buffer of at least twice the size, which
+     * then serves anything up to that size */
+    char *q = ld_scratch_get(big + 1);
+    assert_non_null(q);
+    ld_scratch_put(q);
+    assert_ptr_equal(ld_scratch_get(2 * big), q);
+    ld_scratch_put(q);
+    ld_scratch_release();
+}
+
+/* ld_conv_pool_start: the helpers run before the first job. */
+static void test_pool_start(void **state)
+{
+    (void)state;
+    assert_true(ld_conv_pool_start(1) >= 0);
+    assert_true(ld_conv_pool_start(3) >= 2);
+    assert_true(ld_conv_pool_start(2) >= 2); /* never fewer once started */
+}
+
 static void test_pack_cache(void **state)
 {
     (void)state;
@@ -394,6 +478,9 @@ int main(void)
         cmocka_unit_test(test_pool_concurrent_callers),
         cmocka_unit_test(test_pool_direct_threads),
         cmocka_unit_test(test_pack_cache),
+        cmocka_unit_test(test_prepack),
+        cmocka_unit_test(test_scratch_reserve),
+        cmocka_unit_test(test_pool_start),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -30,6 +30,7 @@
 #include "backends/emulated_internal.h"
 #include "backends/exec_internal.h"
 #include "backends/exec_plan.h"
+#include "backends/kernels/conv_direct.h"
 #include "backends/kernels/shape_util.h"
 #include "layerdiff/backend.h"
 #include "layerdiff/engine.h"
@@ -562,6 +563,38 @@ static void test_prepare_fails_over_the_memory_limit(void **state)
     ld_graph_destroy(g);
 }
 
+/* prepare calls the kernels' prepare (kernel.h): the CNN fixture's two
+ * convolutions pack their weights there, and the run packs nothing more;
+ * without prepare the run packs them itself. */
+static void test_prepare_packs_convolution_weights(void **state)
+{
+    (void)state;
+    if (!ld_conv_direct_available()) {
+        print_message("direct convolution not available here: skipped\n");
+        return;
+    }
+    ld_graph *g = NULL;
+    ld_input_set in;
+    load_fixture("fixtures/cnn.onnx", NULL, &g, &in);
+    ld_error err;
+    ld_exec *e = create_ok(g, 2);
+    int64_t packs = ld_conv_direct_cache_packs();
+    assert_int_equal(ld_exec_plan_prepare(e, in.shapes, &err), LD_OK);
+    assert_int_equal(ld_conv_direct_cache_packs() - packs, 2);
+    packs = ld_conv_direct_cache_packs();
+    if (ld_exec_run(e, (const ld_tensor *const *)in.tensors, NULL, NULL, &err) != LD_OK)
+        fail_msg("run failed: %s", err.message);
+    assert_int_equal(ld_conv_direct_cache_packs(), packs);
+    ld_exec_destroy(e);
+    e = create_ok(g, 2);
+    if (ld_exec_run(e, (const ld_tensor *const *)in.tensors, NULL, NULL, &err) != LD_OK)
+        fail_msg("run failed: %s", err.message);
+    assert_int_equal(ld_conv_direct_cache_packs() - packs, 2);
+    ld_exec_destroy(e);
+    ld_input_set_clear(&in);
+    ld_graph_destroy(g);
+}
+
 /* A run that allocates nothing (a folded Constant its only node): no peak
  * node to name; the weights alone are the CLI's estimate's, prepare passes. */
 static void test_prepare_without_allocations(void **state)
@@ -650,6 +683,7 @@ int main(void)
         T(test_prepare_prefaults_the_planned_top),
         T(test_prepare_fails_over_the_memory_limit),
         T(test_prepare_without_allocations),
+        T(test_prepare_packs_convolution_weights),
         T(test_emulated_prefault_within_its_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -400,13 +400,13 @@ static ld_status dropout_compute(ld_kernel_ctx *ctx)
 }
 
 #define W LD_KERNEL_WIDEN_HALF
-#define ROW(name, since, op) {"", name, since, W, NULL, op##_infer, op##_compute, NULL}
+#define ROW(name, since, op) {"", name, since, W, NULL, op##_infer, op##_compute, NULL, NULL}
 #define ROW_P(name, since, op, init) \
-    {"", name, since, W, init, op##_infer, op##_compute, ld_ew_params_fini}
+    {"", name, since, W, init, op##_infer, op##_compute, ld_ew_params_fini, NULL}
 static const ld_kernel activation_kernels[] = {
     ROW_P("Celu", 12, celu, alpha_one_init),
-    {"", "Clip", 1, W, NULL, clip_infer, clip_compute, NULL},
-    {"", "Dropout", 1, 0, NULL, dropout_infer, dropout_compute, NULL},
+    {"", "Clip", 1, W, NULL, clip_infer, clip_compute, NULL, NULL},
+    {"", "Dropout", 1, 0, NULL, dropout_infer, dropout_compute, NULL, NULL},
     ROW_P("Elu", 1, elu, alpha_one_init),
     ROW_P("HardSigmoid", 1, hardsigmoid, hardsigmoid_init),
     ROW("HardSwish", 14, hardswish),

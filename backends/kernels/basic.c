@@ -101,8 +101,8 @@ static ld_status constant_compute(ld_kernel_ctx *ctx)
 }
 
 static const ld_kernel basic_kernels[] = {
-    {"", "Constant", 1, 0, constant_init, constant_infer, constant_compute, constant_fini},
-    {"", "Identity", 1, 0, NULL, ld_infer_like_input0, identity_compute, NULL},
+    {"", "Constant", 1, 0, constant_init, constant_infer, constant_compute, constant_fini, NULL},
+    {"", "Identity", 1, 0, NULL, ld_infer_like_input0, identity_compute, NULL, NULL},
 };
 
 LD_KERNEL_FAMILY(basic);

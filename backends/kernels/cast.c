@@ -349,8 +349,8 @@ static ld_status castlike_compute(ld_kernel_ctx *ctx)
 }
 
 static const ld_kernel cast_kernels[] = {
-    {"", "Cast", 1, 0, cast_init, cast_infer, cast_compute, free},
-    {"", "CastLike", 15, 0, NULL, castlike_infer, castlike_compute, NULL},
+    {"", "Cast", 1, 0, cast_init, cast_infer, cast_compute, free, NULL},
+    {"", "CastLike", 15, 0, NULL, castlike_infer, castlike_compute, NULL, NULL},
 };
 
 LD_KERNEL_FAMILY(cast);

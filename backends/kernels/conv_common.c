@@ -190,6 +190,7 @@ ld_status ld_window_geom_forward(ld_kernel_ctx *ctx, const ld_window_attrs *a, i
 /* --- scratch cache ------------------------------------------------------------------- */
 
 #define SCRATCH_SLOTS 8
+#define SCRATCH_MIN ((size_t)2 << 20)
 
 typedef struct scratch_slot {
     void *p;
@@ -224,12 +225,23 @@ void *ld_scratch_get(size_t bytes)
     void *p = NULL;
     if (best < 0) {
         /* Grow the largest idle buffer (its contents do not matter), or fill
-         * an empty slot; with every slot busy, hand out one outside the cache. */
+         * an empty slot; with every slot busy, hand out one outside the cache.
+         * A cached buffer grows to at least twice its size and SCRATCH_MIN:
+         * each growth is fresh memory to fault in (PaddleOCR det's
+         * convolutions asked for ten sizes from 50 KB to 1.4 MB, one growth
+         * each), and SCRATCH_MIN is one huge page, which the first touch
+         * faults in whole anyway. */
         int slot = largest >= 0 ? largest : empty;
-        void *fresh = ld_buffer_alloc(bytes); /* huge pages: see backends/pool.h */
+        size_t cap = bytes;
+        if (slot >= 0) {
+            size_t twice = scratch_slots[slot].cap * 2;
+            cap = cap > twice ? cap : twice;
+            cap = cap > SCRATCH_MIN ? cap : SCRATCH_MIN;
+        }
+        void *fresh = ld_buffer_alloc(cap); /* huge pages: see backends/pool.h */
         if (fresh && slot >= 0) {
             ld_buffer_free(scratch_slots[slot].p);
-            scratch_slots[slot] = (scratch_slot){fresh, bytes, false};
+            scratch_slots[slot] = (scratch_slot){fresh, cap, false};
             best = slot;
         } else {
             p = fresh;
@@ -263,6 +275,24 @@ void ld_scratch_put(void *buffer)
                 scratch_slots[i] = (scratch_slot){0};
             }
     pthread_mutex_unlock(&scratch_lock);
+}
+
+void ld_scratch_reserve(size_t bytes)
+{
+    char *p = ld_scratch_get(bytes);
+    if (!p)
+        return;
+    /* one write per 4 KiB page faults the buffer in (whole huge pages where
+       it has them); its contents do not matter */
+    pthread_mutex_lock(&scratch_lock);
+    size_t cap = 0;
+    for (int i = 0; i < SCRATCH_SLOTS; i++)
+        if (scratch_slots[i].p == p)
+            cap = scratch_slots[i].cap;
+    pthread_mutex_unlock(&scratch_lock);
+    for (size_t off = 0; off < cap; off += 4096)
+        ((volatile char *)p)[off] = 0;
+    ld_scratch_put(p);
 }
 
 void ld_scratch_retain(void)

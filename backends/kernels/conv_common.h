@@ -92,6 +92,11 @@ ld_status ld_window_check_len(ld_kernel_ctx *ctx, const char *name, size_t have,
  * last node is gone. Thread-safe. */
 void *ld_scratch_get(size_t bytes);
 void ld_scratch_put(void *buffer);
+/* For a kernel's prepare (kernel.h): makes sure the cache holds an idle
+ * buffer of at least `bytes`, faulted in, so that a run's ld_scratch_get
+ * of that size takes it without touching fresh memory. Out of memory:
+ * nothing (the run allocates as before). */
+void ld_scratch_reserve(size_t bytes);
 void ld_scratch_retain(void);
 void ld_scratch_release(void);
 

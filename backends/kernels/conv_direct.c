@@ -48,6 +48,7 @@
 
 static atomic_int forced_level = LD_CONV_DIRECT_AUTO;
 static atomic_int forced_variant = -1;
+static _Atomic int64_t cache_packs; /* ld_conv_direct_cache_packs */
 static atomic_llong forced_chunk = 0, forced_group = 0;
 
 bool ld_conv_direct_level_supported(ld_conv_direct_level level)
@@ -271,6 +272,21 @@ static void repack_input(const ld_cd_isa *isa, const float *x, const ld_window_g
         repack_row(isa, x, g, L, i / C, i % C, xp + i * row_len);
 }
 
+/* The variant a pointwise product of M rows over P positions runs. */
+static const ld_cd_variant *pointwise_variant(const ld_cd_isa *isa, int64_t M, int64_t P)
+{
+    return choose_variant(isa, M, (P + isa->lanes - 1) / isa->lanes, 0.0);
+}
+
+/* The variant a windowed convolution of layout L with M output channels
+ * runs (the load tie-break was measured on Zen 3, AVX2, only: AVX-512 keeps
+ * its choices). */
+static const ld_cd_variant *window_variant(const ld_cd_isa *isa, const ld_cd_layout *L, int64_t M)
+{
+    return choose_variant(isa, M, (L->out_w + isa->lanes - 1) / isa->lanes,
+                          isa == &ld_cd_isa_avx2 ? 0.1 : 0.0);
+}
+
 /* Output channels the packed weights hold for any variant: M rounded up to
  * a multiple of MB <= 24 is at most M + 23. */
 static size_t pack_rows(int64_t M)
@@ -328,10 +344,13 @@ static const float *packed_weights(const float *w, int64_t m_stride, int64_t c_s
      * pages cost a VM page fault each (0.2-0.9 GB/s here). */
     float *data = ld_buffer_alloc(bytes);
     if (!data) {
+        if (!into)
+            return NULL;
         pack_weights(w, m_stride, c_stride, C, M, k_size, MB, into);
         return into;
     }
     pack_weights(w, m_stride, c_stride, C, M, k_size, MB, data);
+    atomic_fetch_add(&cache_packs, 1);
     *cache = (ld_conv_direct_pack){.w = w, .C = C, .M = M, .k_size = k_size, .MB = MB,
                                    .level = level, .data = data};
     return data;
@@ -341,6 +360,26 @@ void ld_conv_direct_pack_clear(ld_conv_direct_pack *cache)
 {
     ld_buffer_free(cache->data);
     memset(cache, 0, sizeof *cache);
+}
+
+int64_t ld_conv_direct_cache_packs(void)
+{
+    return atomic_load(&cache_packs);
+}
+
+bool ld_conv_direct_prepack(const float *w, int64_t C, int64_t M, const ld_window_geom *g,
+                            ld_conv_direct_pack *cache)
+{
+    if (!ld_conv_direct_available() || !ld_conv_direct_fits(g, C, M))
+        return false;
+    const ld_cd_isa *isa = active_isa();
+    if (is_pointwise(g))
+        return packed_weights(w, C, 1, C, M, 1, pointwise_variant(isa, M, g->out_size)->MB,
+                              NULL, cache) != NULL;
+    ld_cd_layout L;
+    layout_for(g, isa->lanes, &L);
+    return packed_weights(w, C * g->k_size, g->k_size, C, M, g->k_size,
+                          window_variant(isa, &L, M)->MB, NULL, cache) != NULL;
 }
 
 /* --- public ------------------------------------------------------------------------- */
@@ -431,7 +470,7 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
     const ld_cd_isa *isa = active_isa();
     const int64_t lanes = isa->lanes;
     p->blocks = (p->P + lanes - 1) / lanes;
-    const ld_cd_variant *v = choose_variant(isa, p->M, p->blocks, 0.0);
+    const ld_cd_variant *v = pointwise_variant(isa, p->M, p->P);
     p->MB = v->MB;
     p->NV = v->NV;
     p->span = pointwise_span(p->C, p->NV * lanes);
@@ -630,8 +669,7 @@ void ld_conv_direct_f32_cached(const float *x, const float *w, const float *bias
     layout_for(g, isa->lanes, &p.L);
     p.row_floats = C * p.L.phases * p.L.phase_len;
     p.blocks = (p.L.out_w + isa->lanes - 1) / isa->lanes;
-    /* the load tie-break was measured on Zen 3 (AVX2) only: AVX-512 keeps its choices */
-    const ld_cd_variant *v = choose_variant(isa, M, p.blocks, isa == &ld_cd_isa_avx2 ? 0.1 : 0.0);
+    const ld_cd_variant *v = window_variant(isa, &p.L, M);
     p.MB = v->MB;
     p.NV = v->NV;
     p.tiles = (p.blocks + p.NV - 1) / p.NV;

@@ -87,6 +87,19 @@ void ld_conv_direct_f32_cached(const float *x, const float *w, const float *bias
 /* Frees what the cache holds and empties it. */
 void ld_conv_direct_pack_clear(ld_conv_direct_pack *cache);
 
+/* Packs w (M x C x taps, as ld_conv_direct_f32 reads it) into cache as a
+ * call of ld_conv_direct_f32_cached on geometry g would, at the level and
+ * forced variant in effect now, so that the call finds it there: for a
+ * backend's prepare (kernel.h). The cache owns what it holds
+ * (ld_conv_direct_pack_clear). Return value: false when the direct kernels
+ * do not take g (nothing packed) or the allocation fails. */
+bool ld_conv_direct_prepack(const float *w, int64_t C, int64_t M, const ld_window_geom *g,
+                            ld_conv_direct_pack *cache);
+
+/* Tests: how many times weights were packed into a cache since the process
+ * started. */
+int64_t ld_conv_direct_cache_packs(void);
+
 /* The pointwise kernel as a product, for ConvTranspose's columns:
  * C [M][N] (rows ldc apart) = op(A) B, B [K][N] (rows ldb apart), op(A) =
  * A [M][K] (rows lda apart) or, with a_trans, the transpose of A [K][M]

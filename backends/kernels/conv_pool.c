@@ -193,6 +193,12 @@ int64_t ld_conv_pool_claim(int64_t n, int threads)
     return c < 1 ? 1 : c > (1 << 20) ? (1 << 20) : c;
 }
 
+int ld_conv_pool_start(int threads)
+{
+    threads = threads < LD_CONV_POOL_MAX_THREADS ? threads : LD_CONV_POOL_MAX_THREADS;
+    return threads > 1 ? start_helpers(threads) : pool.started;
+}
+
 int64_t ld_conv_pool_shared_jobs(void)
 {
     return atomic_load(&pool.shared_jobs);

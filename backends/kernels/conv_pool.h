@@ -47,6 +47,12 @@ int64_t ld_conv_pool_claim(int64_t n, int threads);
 void ld_conv_pool_run(int threads, int64_t n, int64_t claim,
                       void (*fn)(void *arg, int worker, int64_t i0, int64_t i1), void *arg);
 
+/* Starts the helpers a job on `threads` threads uses, if not yet running:
+ * for a backend's prepare (kernel.h), so that the first run does not pay
+ * for creating them (~0.1-1 ms on these VMs). Return value: helpers
+ * running. */
+int ld_conv_pool_start(int threads);
+
 /* Tests: how many of the jobs since the process started ran with at least
  * one helper (a helper claimed items). */
 int64_t ld_conv_pool_shared_jobs(void);

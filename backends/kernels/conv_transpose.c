@@ -431,9 +431,9 @@ static ld_status convt_compute(ld_kernel_ctx *ctx)
 
 static const ld_kernel conv_transpose_kernels[] = {
     {"", "ConvTranspose", 1, LD_KERNEL_WIDEN_HALF, ld_window_kernel_init, convt_infer, convt_compute,
-     ld_window_kernel_fini},
+     ld_window_kernel_fini, NULL},
     {"", "ConvTranspose", 11, LD_KERNEL_WIDEN_HALF, ld_window_kernel_init, convt_infer, convt_compute,
-     ld_window_kernel_fini},
+     ld_window_kernel_fini, NULL},
 };
 
 LD_KERNEL_FAMILY(conv_transpose);

@@ -147,6 +147,102 @@ DEFINE_BLOCKS(8, 2, 1, full8_s2)
 typedef void (*blocks_fn)(const float *, const float *, float, const ld_window_geom *, int64_t,
                           int64_t, int64_t, const tap_masks *, float *);
 
+/* The masked blocks eb[0, NE) (a plane's left and right edge blocks) of
+ * EDGE_ROWS output rows from oh0 of a 2-D plane, every row's taps inside
+ * the plane vertically: EDGE_ROWS * NE independent sums. One edge block at
+ * a time was a single add chain, waiting on each add's latency (9 or 25 in
+ * a row): on the Zen 5 the two edge blocks of a 320-wide row took ~20% of
+ * a 3x3 stride-1 plane's time and ~35% at stride 2. Per output the same
+ * taps in the same order, skipped where masked, as blocks##NB. */
+#define EDGE_ROWS 4
+#define DEFINE_EDGES(NE, S)                                                                    \
+    __attribute__((target("avx512f"))) static void edges##NE##_s##S(                           \
+        const float *xp, const float *wp, float bias, const ld_window_geom *g, int64_t oh0,    \
+        const int64_t *eb, const tap_masks *masks, float *yp)                                  \
+    {                                                                                          \
+        const int64_t k2 = g->k[2], d2 = g->d[2], in2 = g->in[2], step = LANES * S;            \
+        __m512 acc[EDGE_ROWS][NE];                                                             \
+        _Pragma("GCC unroll 8") for (int r = 0; r < EDGE_ROWS; r++)                            \
+            _Pragma("GCC unroll 8") for (int e = 0; e < NE; e++) acc[r][e] =                   \
+                _mm512_set1_ps(bias);                                                          \
+        for (int64_t kh = 0; kh < g->k[1]; kh++) {                                             \
+            const float *wr = wp + kh * k2;                                                    \
+            const float *x0 = xp + (oh0 * g->s[1] - g->pb[1] + kh * g->d[1]) * in2 - g->pb[2]; \
+            for (int64_t kw = 0; kw < k2; kw++) {                                              \
+                const __m512 wv = _mm512_set1_ps(wr[kw]);                                      \
+                _Pragma("GCC unroll 8") for (int e = 0; e < NE; e++) {                         \
+                    const tap_masks *m = &masks[eb[e] * k2 + kw];                              \
+                    const float *xe = x0 + eb[e] * step + kw * d2;                             \
+                    _Pragma("GCC unroll 8") for (int r = 0; r < EDGE_ROWS; r++) {              \
+                        __m512 xv = load_lanes(xe + r * g->s[1] * in2, S, S, m, 0);            \
+                        acc[r][e] = _mm512_mask_add_ps(acc[r][e], m->add, acc[r][e],           \
+                                                       _mm512_mul_ps(wv, xv));                 \
+                    }                                                                          \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        _Pragma("GCC unroll 8") for (int r = 0; r < EDGE_ROWS; r++) {                          \
+            float *yr = yp + (oh0 + r) * g->out[2];                                            \
+            _Pragma("GCC unroll 8") for (int e = 0; e < NE; e++) {                             \
+                int64_t ow0 = eb[e] * LANES;                                                   \
+                _mm512_mask_storeu_ps(yr + ow0, bits(0, g->out[2] - ow0), acc[r][e]);          \
+            }                                                                                  \
+        }                                                                                      \
+    }
+DEFINE_EDGES(1, 1)
+DEFINE_EDGES(2, 1)
+DEFINE_EDGES(1, 2)
+DEFINE_EDGES(2, 2)
+
+/* The FULL blocks [b_lo, b_hi) of one output row of a 3x3 kernel (no
+ * dilation) whose three input rows r0-r2 (already offset by the left
+ * padding) are inside the plane: the nine weights stay in registers and the
+ * taps are unrolled. The generic FULL blocks loop over kh and kw around
+ * 8 blocks, and at 3x3 that loop's own work was about as much as the
+ * arithmetic (~18-25 cycles per 16 outputs on the Zen 5 against ~5 for
+ * the adds and multiplies). Same taps, same order, as blocks##NB. */
+#define DEFINE_ROW3(S)                                                                         \
+    __attribute__((target("avx512f"))) static void row3_s##S(                                  \
+        const float *r0, const float *r1, const float *r2, const float *wp, float bias,        \
+        int64_t b_lo, int64_t b_hi, int64_t out_w, float *yr)                                  \
+    {                                                                                          \
+        const int64_t step = LANES * S;                                                        \
+        __m512 w[9];                                                                           \
+        _Pragma("GCC unroll 9") for (int t = 0; t < 9; t++) w[t] = _mm512_set1_ps(wp[t]);      \
+        const float *rows[3] = {r0, r1, r2};                                                   \
+        int64_t b = b_lo;                                                                      \
+        for (; b + 4 <= b_hi; b += 4) {                                                        \
+            __m512 acc[4];                                                                     \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[j] = _mm512_set1_ps(bias); \
+            _Pragma("GCC unroll 3") for (int kh = 0; kh < 3; kh++)                             \
+                _Pragma("GCC unroll 3") for (int kw = 0; kw < 3; kw++)                         \
+                    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {                      \
+                        __m512 xv = load_lanes(rows[kh] + (b + j) * step + kw, S, S, NULL, 1); \
+                        acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(w[kh * 3 + kw], xv));     \
+                    }                                                                          \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {                              \
+                int64_t ow0 = (b + j) * LANES;                                                 \
+                _mm512_mask_storeu_ps(yr + ow0, bits(0, out_w - ow0), acc[j]);                 \
+            }                                                                                  \
+        }                                                                                      \
+        for (; b < b_hi; b++) {                                                                \
+            __m512 acc = _mm512_set1_ps(bias);                                                 \
+            _Pragma("GCC unroll 3") for (int kh = 0; kh < 3; kh++)                             \
+                _Pragma("GCC unroll 3") for (int kw = 0; kw < 3; kw++) {                       \
+                    __m512 xv = load_lanes(rows[kh] + b * step + kw, S, S, NULL, 1);           \
+                    acc = _mm512_add_ps(acc, _mm512_mul_ps(w[kh * 3 + kw], xv));               \
+                }                                                                              \
+            int64_t ow0 = b * LANES;                                                           \
+            _mm512_mask_storeu_ps(yr + ow0, bits(0, out_w - ow0), acc);                        \
+        }                                                                                      \
+    }
+DEFINE_ROW3(1)
+
+typedef void (*edges_fn)(const float *, const float *, float, const ld_window_geom *, int64_t,
+                         const int64_t *, const tap_masks *, float *);
+/* [stride 1, 2][edge blocks - 1] */
+static const edges_fn edges_table[2][2] = {{edges1_s1, edges2_s1}, {edges1_s2, edges2_s2}};
+
 /* [stride 1, 2][1, 2, 4, 8 blocks] */
 static const blocks_fn full_table[2][4] = {
     {full1_s1, full2_s1, full4_s1, full8_s1},
@@ -405,11 +501,43 @@ __attribute__((target("avx512f"))) void ld_depthwise_plane_f32_avx512(const floa
             full_lo = full_hi = blocks;
     const blocks_fn *by_count = blocks_table[s == 1 ? 0 : s == 2 ? 1 : 2];
     const blocks_fn *full = s == 1 ? full_table[0] : full_table[1];
+    /* the edge blocks of EDGE_ROWS rows at once (edges##NE): a 2-D plane
+     * with at most two masked blocks per row, stride 1 or 2 */
+    int64_t eb[2], n_edges = 0;
+    for (int64_t b = 0; b < blocks && n_edges <= 2; b++)
+        if (b < full_lo || b >= full_hi) {
+            if (n_edges < 2)
+                eb[n_edges] = b;
+            n_edges++;
+        }
+    bool edge_rows = g->out[0] == 1 && g->k[0] == 1 && g->pb[0] == 0 && g->in[0] == 1 &&
+                     (s == 1 || s == 2) && n_edges >= 1 && n_edges <= 2;
+    /* stride 1 only: at stride 2 (two loads and a permute per tap) the
+       unrolled row measured slower on det's 32-channel 320-wide layer */
+    bool row3 = s == 1 && g->s[1] == 1 && g->k[1] == 3 && g->k[2] == 3 && g->d[1] == 1 &&
+                g->d[2] == 1;
+    /* output rows whose taps are all inside the plane vertically: [oh_lo, oh_hi) */
+    int64_t oh_lo = (g->pb[1] + g->s[1] - 1) / g->s[1], oh_hi = 0;
+    if (g->in[1] - (g->k[1] - 1) * g->d[1] + g->pb[1] > 0)
+        oh_hi = (g->in[1] - (g->k[1] - 1) * g->d[1] + g->pb[1] - 1) / g->s[1] + 1;
+    oh_hi = oh_hi < g->out[1] ? oh_hi : g->out[1];
     for (int64_t od = 0; od < g->out[0]; od++)
         for (int64_t oh = 0; oh < g->out[1]; oh++) {
             float *yr = yp + (od * g->out[1] + oh) * g->out[2];
             int64_t id0 = od * g->s[0] - g->pb[0], ih0 = oh * g->s[1] - g->pb[1];
-            for (int64_t b0 = 0; b0 < blocks;) {
+            /* in a group of EDGE_ROWS interior rows, the first row computes
+               the group's edge blocks, every row its FULL blocks */
+            bool grouped = edge_rows && oh >= oh_lo &&
+                           oh_lo + (oh_hi - oh_lo) / EDGE_ROWS * EDGE_ROWS > oh;
+            if (grouped && (oh - oh_lo) % EDGE_ROWS == 0)
+                edges_table[s - 1][n_edges - 1](xp, wp, bias, g, oh, eb, masks, yp);
+            if (grouped && row3) {
+                const float *r0 = xp + ih0 * g->in[2] - g->pb[2];
+                row3_s1(r0, r0 + g->in[2], r0 + 2 * g->in[2], wp, bias, full_lo, full_hi,
+                        g->out[2], yr);
+                continue;
+            }
+            for (int64_t b0 = grouped ? full_lo : 0; b0 < (grouped ? full_hi : blocks);) {
                 if (b0 >= full_lo && b0 < full_hi) {
                     int64_t nb = full_hi - b0 >= 8 ? 8 : full_hi - b0 >= 4 ? 4
                                                      : full_hi - b0 >= 2 ? 2 : 1;

@@ -687,10 +687,10 @@ static ld_status gridsample_compute(ld_kernel_ctx *ctx)
 }
 
 static const ld_kernel detection_kernels[] = {
-    {"", "GridSample", 16, LD_KERNEL_WIDEN_HALF, gridsample_init, gridsample_infer, gridsample_compute, free_state},
-    {"", "NonMaxSuppression", 10, LD_KERNEL_WIDEN_HALF, NULL, nms_infer, nms_compute, NULL},
-    {"", "RoiAlign", 10, LD_KERNEL_WIDEN_HALF, roialign_init, roialign_infer, roialign_compute, free_state},
-    {"", "RoiAlign", 16, LD_KERNEL_WIDEN_HALF, roialign_init, roialign_infer, roialign_compute, free_state},
+    {"", "GridSample", 16, LD_KERNEL_WIDEN_HALF, gridsample_init, gridsample_infer, gridsample_compute, free_state, NULL},
+    {"", "NonMaxSuppression", 10, LD_KERNEL_WIDEN_HALF, NULL, nms_infer, nms_compute, NULL, NULL},
+    {"", "RoiAlign", 10, LD_KERNEL_WIDEN_HALF, roialign_init, roialign_infer, roialign_compute, free_state, NULL},
+    {"", "RoiAlign", 16, LD_KERNEL_WIDEN_HALF, roialign_init, roialign_infer, roialign_compute, free_state, NULL},
 };
 
 LD_KERNEL_FAMILY(detection);

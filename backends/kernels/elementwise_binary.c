@@ -368,15 +368,15 @@ VARIADIC(sum, false)
 VARIADIC(mean, true)
 
 #define W LD_KERNEL_WIDEN_HALF
-#define ROW(name, since, op) {"", name, since, W, NULL, op##_infer, op##_compute, NULL}
+#define ROW(name, since, op) {"", name, since, W, NULL, op##_infer, op##_compute, NULL, NULL}
 static const ld_kernel binary_kernels[] = {
     ROW("Add", 1, add),
-    {"", "BitShift", 11, 0, bitshift_init, bitshift_infer, bitshift_compute, ld_ew_params_fini},
+    {"", "BitShift", 11, 0, bitshift_init, bitshift_infer, bitshift_compute, ld_ew_params_fini, NULL},
     ROW("Div", 1, div),
     ROW("Max", 1, max),
     ROW("Mean", 1, mean),
     ROW("Min", 1, min),
-    {"", "Mod", 10, W, mod_init, mod_infer, mod_compute, ld_ew_params_fini},
+    {"", "Mod", 10, W, mod_init, mod_infer, mod_compute, ld_ew_params_fini, NULL},
     ROW("Mul", 1, mul),
     ROW("Pow", 1, pow),
     ROW("Sub", 1, sub),

@@ -130,7 +130,7 @@ static ld_status isinf_init(ld_kernel_ctx *ctx)
 /* One row per op: later versions only add types, which the tables cover
  * (opset 1's consumed_inputs attribute is legacy optimiser data, ignored). */
 #define W LD_KERNEL_WIDEN_HALF
-#define ROW(name, since, op) {"", name, since, W, NULL, op##_infer, op##_compute, NULL}
+#define ROW(name, since, op) {"", name, since, W, NULL, op##_infer, op##_compute, NULL, NULL}
 static const ld_kernel unary_kernels[] = {
     ROW("Abs", 1, abs),
     ROW("Acos", 7, acos),
@@ -145,7 +145,7 @@ static const ld_kernel unary_kernels[] = {
     ROW("Erf", 9, erf),
     ROW("Exp", 1, exp),
     ROW("Floor", 1, floor),
-    {"", "IsInf", 10, W, isinf_init, isinf_infer, isinf_compute, ld_ew_params_fini},
+    {"", "IsInf", 10, W, isinf_init, isinf_infer, isinf_compute, ld_ew_params_fini, NULL},
     ROW("IsNaN", 9, isnan),
     ROW("Log", 1, log),
     ROW("Neg", 1, neg),

@@ -554,17 +554,17 @@ out:
 }
 
 static const ld_kernel gemm_kernels[] = {
-    {"", "Gemm", 1, LD_KERNEL_WIDEN_HALF, gemm_init, gemm_infer, gemm_compute, NULL},
-    {"", "Gemm", 6, LD_KERNEL_WIDEN_HALF, gemm_init, gemm_infer, gemm_compute, NULL},
-    {"", "Gemm", 7, LD_KERNEL_WIDEN_HALF, gemm_init, gemm_infer, gemm_compute, NULL},
-    {"", "Gemm", 9, LD_KERNEL_WIDEN_HALF, gemm_init, gemm_infer, gemm_compute, NULL},
-    {"", "Gemm", 11, LD_KERNEL_WIDEN_HALF, gemm_init, gemm_infer, gemm_compute, NULL},
-    {"", "Gemm", 13, LD_KERNEL_WIDEN_HALF, gemm_init, gemm_infer, gemm_compute, NULL},
-    {"", "MatMul", 1, LD_KERNEL_WIDEN_HALF, gemm_init, matmul_infer, matmul_compute, NULL},
-    {"", "MatMul", 9, LD_KERNEL_WIDEN_HALF, gemm_init, matmul_infer, matmul_compute, NULL},
-    {"", "MatMul", 13, LD_KERNEL_WIDEN_HALF, gemm_init, matmul_infer, matmul_compute, NULL},
-    {"", "MatMulInteger", 10, 0, gemm_init, qmm_infer, qmm_compute, NULL},
-    {"", "QLinearMatMul", 10, 0, gemm_init, qmm_infer, qmm_compute, NULL},
+    {"", "Gemm", 1, LD_KERNEL_WIDEN_HALF, gemm_init, gemm_infer, gemm_compute, NULL, NULL},
+    {"", "Gemm", 6, LD_KERNEL_WIDEN_HALF, gemm_init, gemm_infer, gemm_compute, NULL, NULL},
+    {"", "Gemm", 7, LD_KERNEL_WIDEN_HALF, gemm_init, gemm_infer, gemm_compute, NULL, NULL},
+    {"", "Gemm", 9, LD_KERNEL_WIDEN_HALF, gemm_init, gemm_infer, gemm_compute, NULL, NULL},
+    {"", "Gemm", 11, LD_KERNEL_WIDEN_HALF, gemm_init, gemm_infer, gemm_compute, NULL, NULL},
+    {"", "Gemm", 13, LD_KERNEL_WIDEN_HALF, gemm_init, gemm_infer, gemm_compute, NULL, NULL},
+    {"", "MatMul", 1, LD_KERNEL_WIDEN_HALF, gemm_init, matmul_infer, matmul_compute, NULL, NULL},
+    {"", "MatMul", 9, LD_KERNEL_WIDEN_HALF, gemm_init, matmul_infer, matmul_compute, NULL, NULL},
+    {"", "MatMul", 13, LD_KERNEL_WIDEN_HALF, gemm_init, matmul_infer, matmul_compute, NULL, NULL},
+    {"", "MatMulInteger", 10, 0, gemm_init, qmm_infer, qmm_compute, NULL, NULL},
+    {"", "QLinearMatMul", 10, 0, gemm_init, qmm_infer, qmm_compute, NULL, NULL},
 };
 
 LD_KERNEL_FAMILY(gemm);

@@ -435,20 +435,20 @@ static ld_status nonzero_compute(ld_kernel_ctx *ctx)
 }
 
 static const ld_kernel indexing_kernels[] = {
-    {"", "Compress", 9, 0, NULL, compress_infer, compress_compute, NULL},
-    {"", "Compress", 11, 0, NULL, compress_infer, compress_compute, NULL},
-    {"", "Gather", 1, 0, NULL, gather_infer, gather_compute, NULL},
-    {"", "Gather", 11, 0, NULL, gather_infer, gather_compute, NULL},
-    {"", "Gather", 13, 0, NULL, gather_infer, gather_compute, NULL},
-    {"", "GatherElements", 11, 0, NULL, gather_elements_infer, gather_elements_compute, NULL},
-    {"", "GatherElements", 13, 0, NULL, gather_elements_infer, gather_elements_compute, NULL},
-    {"", "GatherND", 11, 0, NULL, gather_nd_infer, gather_nd_compute, NULL},
-    {"", "GatherND", 12, 0, NULL, gather_nd_infer, gather_nd_compute, NULL},
-    {"", "GatherND", 13, 0, NULL, gather_nd_infer, gather_nd_compute, NULL},
-    {"", "NonZero", 9, 0, NULL, nonzero_infer, nonzero_compute, NULL},
-    {"", "NonZero", 13, 0, NULL, nonzero_infer, nonzero_compute, NULL},
-    {"", "OneHot", 9, 0, NULL, onehot_infer, onehot_compute, NULL},
-    {"", "OneHot", 11, 0, NULL, onehot_infer, onehot_compute, NULL},
+    {"", "Compress", 9, 0, NULL, compress_infer, compress_compute, NULL, NULL},
+    {"", "Compress", 11, 0, NULL, compress_infer, compress_compute, NULL, NULL},
+    {"", "Gather", 1, 0, NULL, gather_infer, gather_compute, NULL, NULL},
+    {"", "Gather", 11, 0, NULL, gather_infer, gather_compute, NULL, NULL},
+    {"", "Gather", 13, 0, NULL, gather_infer, gather_compute, NULL, NULL},
+    {"", "GatherElements", 11, 0, NULL, gather_elements_infer, gather_elements_compute, NULL, NULL},
+    {"", "GatherElements", 13, 0, NULL, gather_elements_infer, gather_elements_compute, NULL, NULL},
+    {"", "GatherND", 11, 0, NULL, gather_nd_infer, gather_nd_compute, NULL, NULL},
+    {"", "GatherND", 12, 0, NULL, gather_nd_infer, gather_nd_compute, NULL, NULL},
+    {"", "GatherND", 13, 0, NULL, gather_nd_infer, gather_nd_compute, NULL, NULL},
+    {"", "NonZero", 9, 0, NULL, nonzero_infer, nonzero_compute, NULL, NULL},
+    {"", "NonZero", 13, 0, NULL, nonzero_infer, nonzero_compute, NULL, NULL},
+    {"", "OneHot", 9, 0, NULL, onehot_infer, onehot_compute, NULL, NULL},
+    {"", "OneHot", 11, 0, NULL, onehot_infer, onehot_compute, NULL, NULL},
 };
 
 LD_KERNEL_FAMILY(indexing);

@@ -114,7 +114,7 @@ static ld_status where_compute(ld_kernel_ctx *ctx)
 }
 
 #define W LD_KERNEL_WIDEN_HALF
-#define ROW(name, since, flags, op) {"", name, since, flags, NULL, op##_infer, op##_compute, NULL}
+#define ROW(name, since, flags, op) {"", name, since, flags, NULL, op##_infer, op##_compute, NULL, NULL}
 static const ld_kernel logical_kernels[] = {
     ROW("And", 1, 0, logic_and),
     ROW("Equal", 1, W, equal),

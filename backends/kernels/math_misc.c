@@ -499,8 +499,8 @@ static ld_status det_compute(ld_kernel_ctx *ctx)
 }
 
 static const ld_kernel math_misc_kernels[] = {
-    {"", "Det", 11, LD_KERNEL_WIDEN_HALF, NULL, det_infer, det_compute, NULL},
-    {"", "Einsum", 12, LD_KERNEL_WIDEN_HALF, NULL, ein_infer, ein_compute, NULL},
+    {"", "Det", 11, LD_KERNEL_WIDEN_HALF, NULL, det_infer, det_compute, NULL, NULL},
+    {"", "Einsum", 12, LD_KERNEL_WIDEN_HALF, NULL, ein_infer, ein_compute, NULL, NULL},
 };
 
 LD_KERNEL_FAMILY(math_misc);

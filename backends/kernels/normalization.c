@@ -510,7 +510,7 @@ out:
 }
 
 #define NORM_ROW(name, since, init, infer, compute, fini) \
-    {"", name, since, LD_KERNEL_WIDEN_HALF, init, infer, compute, fini}
+    {"", name, since, LD_KERNEL_WIDEN_HALF, init, infer, compute, fini, NULL}
 
 static const ld_kernel normalization_kernels[] = {
     NORM_ROW("BatchNormalization", 1, bn_init, bn_infer, bn_compute, norm_fini),

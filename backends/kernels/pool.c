@@ -704,7 +704,7 @@ static ld_status pool_compute(ld_kernel_ctx *ctx)
 }
 
 #define POOL_ROW(op, version) \
-    {"", op, version, LD_KERNEL_WIDEN_HALF, pool_init, pool_infer, pool_compute, pool_fini}
+    {"", op, version, LD_KERNEL_WIDEN_HALF, pool_init, pool_infer, pool_compute, pool_fini, NULL}
 
 static const ld_kernel pool_kernels[] = {
     POOL_ROW("AveragePool", 1),

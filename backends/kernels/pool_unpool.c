@@ -300,9 +300,9 @@ static ld_status roi_compute(ld_kernel_ctx *ctx)
 }
 
 static const ld_kernel unpool_kernels[] = {
-    {"", "MaxRoiPool", 1, LD_KERNEL_WIDEN_HALF, roi_init, roi_infer, roi_compute, roi_fini},
-    {"", "MaxUnpool", 9, 0, unpool_init, unpool_infer, unpool_compute, unpool_fini},
-    {"", "MaxUnpool", 11, 0, unpool_init, unpool_infer, unpool_compute, unpool_fini},
+    {"", "MaxRoiPool", 1, LD_KERNEL_WIDEN_HALF, roi_init, roi_infer, roi_compute, roi_fini, NULL},
+    {"", "MaxUnpool", 9, 0, unpool_init, unpool_infer, unpool_compute, unpool_fini, NULL},
+    {"", "MaxUnpool", 11, 0, unpool_init, unpool_infer, unpool_compute, unpool_fini, NULL},
 };
 
 LD_KERNEL_FAMILY(unpool);

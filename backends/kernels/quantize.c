@@ -214,11 +214,11 @@ static ld_status dynamic_quantize_compute(ld_kernel_ctx *ctx)
 }
 
 static const ld_kernel quantize_kernels[] = {
-    {"", "DequantizeLinear", 10, LD_KERNEL_WIDEN_HALF, NULL, dequantize_infer, dequantize_compute, NULL},
-    {"", "DequantizeLinear", 13, LD_KERNEL_WIDEN_HALF, NULL, dequantize_infer, dequantize_compute, NULL},
-    {"", "DynamicQuantizeLinear", 11, LD_KERNEL_WIDEN_HALF, NULL, dynamic_quantize_infer, dynamic_quantize_compute, NULL},
-    {"", "QuantizeLinear", 10, LD_KERNEL_WIDEN_HALF, NULL, quantize_infer, quantize_compute, NULL},
-    {"", "QuantizeLinear", 13, LD_KERNEL_WIDEN_HALF, NULL, quantize_infer, quantize_compute, NULL},
+    {"", "DequantizeLinear", 10, LD_KERNEL_WIDEN_HALF, NULL, dequantize_infer, dequantize_compute, NULL, NULL},
+    {"", "DequantizeLinear", 13, LD_KERNEL_WIDEN_HALF, NULL, dequantize_infer, dequantize_compute, NULL, NULL},
+    {"", "DynamicQuantizeLinear", 11, LD_KERNEL_WIDEN_HALF, NULL, dynamic_quantize_infer, dynamic_quantize_compute, NULL, NULL},
+    {"", "QuantizeLinear", 10, LD_KERNEL_WIDEN_HALF, NULL, quantize_infer, quantize_compute, NULL, NULL},
+    {"", "QuantizeLinear", 13, LD_KERNEL_WIDEN_HALF, NULL, quantize_infer, quantize_compute, NULL, NULL},
 };
 
 LD_KERNEL_FAMILY(quantize);

@@ -429,7 +429,7 @@ static void red_fini(void *state)
 }
 
 #define RED_ROW(name, since) \
-    {"", name, since, LD_KERNEL_WIDEN_HALF, red_init, red_infer, red_compute, red_fini}
+    {"", name, since, LD_KERNEL_WIDEN_HALF, red_init, red_infer, red_compute, red_fini, NULL}
 
 static const ld_kernel reduce_kernels[] = {
     RED_ROW("ReduceL1", 1),        RED_ROW("ReduceL1", 18),

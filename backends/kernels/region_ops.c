@@ -349,13 +349,13 @@ static ld_status reverse_sequence_compute(ld_kernel_ctx *ctx)
 }
 
 static const ld_kernel region_kernels[] = {
-    {"", "Pad", 1, 0, NULL, pad_infer, pad_compute, NULL},
-    {"", "Pad", 2, 0, NULL, pad_infer, pad_compute, NULL},
-    {"", "Pad", 11, 0, NULL, pad_infer, pad_compute, NULL},
-    {"", "Pad", 13, 0, NULL, pad_infer, pad_compute, NULL},
+    {"", "Pad", 1, 0, NULL, pad_infer, pad_compute, NULL, NULL},
+    {"", "Pad", 2, 0, NULL, pad_infer, pad_compute, NULL, NULL},
+    {"", "Pad", 11, 0, NULL, pad_infer, pad_compute, NULL, NULL},
+    {"", "Pad", 13, 0, NULL, pad_infer, pad_compute, NULL, NULL},
     {"", "ReverseSequence", 10, 0, NULL, reverse_sequence_infer, reverse_sequence_compute,
-     NULL},
-    {"", "Trilu", 14, 0, NULL, trilu_infer, trilu_compute, NULL},
+     NULL, NULL},
+    {"", "Trilu", 14, 0, NULL, trilu_infer, trilu_compute, NULL, NULL},
 };
 
 LD_KERNEL_FAMILY(region);

@@ -456,11 +456,11 @@ out:
 }
 
 static const ld_kernel resize_kernels[] = {
-    {"", "Resize", 10, LD_KERNEL_WIDEN_HALF, resize_init, resize_infer, resize_compute, resize_fini},
-    {"", "Resize", 11, LD_KERNEL_WIDEN_HALF, resize_init, resize_infer, resize_compute, resize_fini},
-    {"", "Resize", 13, LD_KERNEL_WIDEN_HALF, resize_init, resize_infer, resize_compute, resize_fini},
-    {"", "Upsample", 7, LD_KERNEL_WIDEN_HALF, resize_init, resize_infer, resize_compute, resize_fini},
-    {"", "Upsample", 9, LD_KERNEL_WIDEN_HALF, resize_init, resize_infer, resize_compute, resize_fini},
+    {"", "Resize", 10, LD_KERNEL_WIDEN_HALF, resize_init, resize_infer, resize_compute, resize_fini, NULL},
+    {"", "Resize", 11, LD_KERNEL_WIDEN_HALF, resize_init, resize_infer, resize_compute, resize_fini, NULL},
+    {"", "Resize", 13, LD_KERNEL_WIDEN_HALF, resize_init, resize_infer, resize_compute, resize_fini, NULL},
+    {"", "Upsample", 7, LD_KERNEL_WIDEN_HALF, resize_init, resize_infer, resize_compute, resize_fini, NULL},
+    {"", "Upsample", 9, LD_KERNEL_WIDEN_HALF, resize_init, resize_infer, resize_compute, resize_fini, NULL},
 };
 
 LD_KERNEL_FAMILY(resize);

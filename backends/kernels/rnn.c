@@ -648,16 +648,16 @@ out:
 }
 
 static const ld_kernel rnn_kernels[] = {
-    {"", "GRU", 1, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini},
-    {"", "GRU", 3, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini},
-    {"", "GRU", 7, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini},
-    {"", "GRU", 14, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini},
-    {"", "LSTM", 1, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini},
-    {"", "LSTM", 7, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini},
-    {"", "LSTM", 14, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini},
-    {"", "RNN", 1, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini},
-    {"", "RNN", 7, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini},
-    {"", "RNN", 14, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini},
+    {"", "GRU", 1, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini, NULL},
+    {"", "GRU", 3, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini, NULL},
+    {"", "GRU", 7, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini, NULL},
+    {"", "GRU", 14, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini, NULL},
+    {"", "LSTM", 1, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini, NULL},
+    {"", "LSTM", 7, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini, NULL},
+    {"", "LSTM", 14, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini, NULL},
+    {"", "RNN", 1, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini, NULL},
+    {"", "RNN", 7, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini, NULL},
+    {"", "RNN", 14, LD_KERNEL_WIDEN_HALF, rnn_init, rnn_infer, rnn_compute, rnn_fini, NULL},
 };
 
 LD_KERNEL_FAMILY(rnn);

@@ -219,16 +219,16 @@ static ld_status cumsum_compute(ld_kernel_ctx *ctx)
 }
 
 static const ld_kernel scan_kernels[] = {
-    {"", "ArgMax", 1, LD_KERNEL_WIDEN_HALF, NULL, arg_infer, arg_compute, NULL},
-    {"", "ArgMax", 11, LD_KERNEL_WIDEN_HALF, NULL, arg_infer, arg_compute, NULL},
-    {"", "ArgMax", 12, LD_KERNEL_WIDEN_HALF, NULL, arg_infer, arg_compute, NULL},
-    {"", "ArgMax", 13, LD_KERNEL_WIDEN_HALF, NULL, arg_infer, arg_compute, NULL},
-    {"", "ArgMin", 1, LD_KERNEL_WIDEN_HALF, NULL, arg_infer, arg_compute, NULL},
-    {"", "ArgMin", 11, LD_KERNEL_WIDEN_HALF, NULL, arg_infer, arg_compute, NULL},
-    {"", "ArgMin", 12, LD_KERNEL_WIDEN_HALF, NULL, arg_infer, arg_compute, NULL},
-    {"", "ArgMin", 13, LD_KERNEL_WIDEN_HALF, NULL, arg_infer, arg_compute, NULL},
-    {"", "CumSum", 11, LD_KERNEL_WIDEN_HALF, NULL, cumsum_infer, cumsum_compute, NULL},
-    {"", "CumSum", 14, LD_KERNEL_WIDEN_HALF, NULL, cumsum_infer, cumsum_compute, NULL},
+    {"", "ArgMax", 1, LD_KERNEL_WIDEN_HALF, NULL, arg_infer, arg_compute, NULL, NULL},
+    {"", "ArgMax", 11, LD_KERNEL_WIDEN_HALF, NULL, arg_infer, arg_compute, NULL, NULL},
+    {"", "ArgMax", 12, LD_KERNEL_WIDEN_HALF, NULL, arg_infer, arg_compute, NULL, NULL},
+    {"", "ArgMax", 13, LD_KERNEL_WIDEN_HALF, NULL, arg_infer, arg_compute, NULL, NULL},
+    {"", "ArgMin", 1, LD_KERNEL_WIDEN_HALF, NULL, arg_infer, arg_compute, NULL, NULL},
+    {"", "ArgMin", 11, LD_KERNEL_WIDEN_HALF, NULL, arg_infer, arg_compute, NULL, NULL},
+    {"", "ArgMin", 12, LD_KERNEL_WIDEN_HALF, NULL, arg_infer, arg_compute, NULL, NULL},
+    {"", "ArgMin", 13, LD_KERNEL_WIDEN_HALF, NULL, arg_infer, arg_compute, NULL, NULL},
+    {"", "CumSum", 11, LD_KERNEL_WIDEN_HALF, NULL, cumsum_infer, cumsum_compute, NULL, NULL},
+    {"", "CumSum", 14, LD_KERNEL_WIDEN_HALF, NULL, cumsum_infer, cumsum_compute, NULL, NULL},
 };
 
 LD_KERNEL_FAMILY(scan);

@@ -291,16 +291,16 @@ static ld_status scatter_nd_compute(ld_kernel_ctx *ctx)
 }
 
 static const ld_kernel scatter_kernels[] = {
-    {"", "Scatter", 9, 0, NULL, scatter_elements_infer, scatter_elements_compute, NULL},
-    {"", "Scatter", 11, 0, NULL, scatter_elements_infer, scatter_elements_compute, NULL},
-    {"", "ScatterElements", 11, 0, NULL, scatter_elements_infer, scatter_elements_compute, NULL},
-    {"", "ScatterElements", 13, 0, NULL, scatter_elements_infer, scatter_elements_compute, NULL},
-    {"", "ScatterElements", 16, 0, NULL, scatter_elements_infer, scatter_elements_compute, NULL},
-    {"", "ScatterElements", 18, 0, NULL, scatter_elements_infer, scatter_elements_compute, NULL},
-    {"", "ScatterND", 11, 0, NULL, scatter_nd_infer, scatter_nd_compute, NULL},
-    {"", "ScatterND", 13, 0, NULL, scatter_nd_infer, scatter_nd_compute, NULL},
-    {"", "ScatterND", 16, 0, NULL, scatter_nd_infer, scatter_nd_compute, NULL},
-    {"", "ScatterND", 18, 0, NULL, scatter_nd_infer, scatter_nd_compute, NULL},
+    {"", "Scatter", 9, 0, NULL, scatter_elements_infer, scatter_elements_compute, NULL, NULL},
+    {"", "Scatter", 11, 0, NULL, scatter_elements_infer, scatter_elements_compute, NULL, NULL},
+    {"", "ScatterElements", 11, 0, NULL, scatter_elements_infer, scatter_elements_compute, NULL, NULL},
+    {"", "ScatterElements", 13, 0, NULL, scatter_elements_infer, scatter_elements_compute, NULL, NULL},
+    {"", "ScatterElements", 16, 0, NULL, scatter_elements_infer, scatter_elements_compute, NULL, NULL},
+    {"", "ScatterElements", 18, 0, NULL, scatter_elements_infer, scatter_elements_compute, NULL, NULL},
+    {"", "ScatterND", 11, 0, NULL, scatter_nd_infer, scatter_nd_compute, NULL, NULL},
+    {"", "ScatterND", 13, 0, NULL, scatter_nd_infer, scatter_nd_compute, NULL, NULL},
+    {"", "ScatterND", 16, 0, NULL, scatter_nd_infer, scatter_nd_compute, NULL, NULL},
+    {"", "ScatterND", 18, 0, NULL, scatter_nd_infer, scatter_nd_compute, NULL, NULL},
 };
 
 LD_KERNEL_FAMILY(scatter);

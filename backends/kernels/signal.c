@@ -558,12 +558,12 @@ static ld_status mel_compute(ld_kernel_ctx *ctx)
 }
 
 static const ld_kernel signal_kernels[] = {
-    {"", "BlackmanWindow", 17, 0, NULL, window_infer, window_compute, NULL},
-    {"", "DFT", 17, LD_KERNEL_WIDEN_HALF, NULL, dft_infer, dft_compute, NULL},
-    {"", "HammingWindow", 17, 0, NULL, window_infer, window_compute, NULL},
-    {"", "HannWindow", 17, 0, NULL, window_infer, window_compute, NULL},
-    {"", "MelWeightMatrix", 17, 0, NULL, mel_infer, mel_compute, NULL},
-    {"", "STFT", 17, LD_KERNEL_WIDEN_HALF, NULL, stft_infer, stft_compute, NULL},
+    {"", "BlackmanWindow", 17, 0, NULL, window_infer, window_compute, NULL, NULL},
+    {"", "DFT", 17, LD_KERNEL_WIDEN_HALF, NULL, dft_infer, dft_compute, NULL, NULL},
+    {"", "HammingWindow", 17, 0, NULL, window_infer, window_compute, NULL, NULL},
+    {"", "HannWindow", 17, 0, NULL, window_infer, window_compute, NULL, NULL},
+    {"", "MelWeightMatrix", 17, 0, NULL, mel_infer, mel_compute, NULL, NULL},
+    {"", "STFT", 17, LD_KERNEL_WIDEN_HALF, NULL, stft_infer, stft_compute, NULL, NULL},
 };
 
 LD_KERNEL_FAMILY(signal);

@@ -504,7 +504,7 @@ static ld_status sce_compute(ld_kernel_ctx *ctx)
 }
 
 #define SM_ROW(name, since) \
-    {"", name, since, LD_KERNEL_WIDEN_HALF, sm_init, sm_infer, sm_compute, sm_fini}
+    {"", name, since, LD_KERNEL_WIDEN_HALF, sm_init, sm_infer, sm_compute, sm_fini, NULL}
 
 static const ld_kernel softmax_kernels[] = {
     SM_ROW("Hardmax", 1),
@@ -512,11 +512,11 @@ static const ld_kernel softmax_kernels[] = {
     SM_ROW("LogSoftmax", 1),
     SM_ROW("LogSoftmax", 13),
     {"", "NegativeLogLikelihoodLoss", 12, LD_KERNEL_WIDEN_HALF, loss_init, loss_infer,
-     nll_compute, sm_fini},
+     nll_compute, sm_fini, NULL},
     SM_ROW("Softmax", 1),
     SM_ROW("Softmax", 13),
     {"", "SoftmaxCrossEntropyLoss", 12, LD_KERNEL_WIDEN_HALF, loss_init, loss_infer,
-     sce_compute, sm_fini},
+     sce_compute, sm_fini, NULL},
 };
 
 LD_KERNEL_FAMILY(softmax);

@@ -435,10 +435,10 @@ static ld_status unique_compute(ld_kernel_ctx *ctx)
 }
 
 static const ld_kernel sort_kernels[] = {
-    {"", "TopK", 1, LD_KERNEL_WIDEN_HALF, NULL, topk_infer, topk_compute, NULL},
-    {"", "TopK", 10, LD_KERNEL_WIDEN_HALF, NULL, topk_infer, topk_compute, NULL},
-    {"", "TopK", 11, LD_KERNEL_WIDEN_HALF, NULL, topk_infer, topk_compute, NULL},
-    {"", "Unique", 11, 0, NULL, unique_infer, unique_compute, NULL},
+    {"", "TopK", 1, LD_KERNEL_WIDEN_HALF, NULL, topk_infer, topk_compute, NULL, NULL},
+    {"", "TopK", 10, LD_KERNEL_WIDEN_HALF, NULL, topk_infer, topk_compute, NULL, NULL},
+    {"", "TopK", 11, LD_KERNEL_WIDEN_HALF, NULL, topk_infer, topk_compute, NULL, NULL},
+    {"", "Unique", 11, 0, NULL, unique_infer, unique_compute, NULL, NULL},
 };
 
 LD_KERNEL_FAMILY(sort);

@@ -106,6 +106,17 @@ typedef struct ld_kernel {
     ld_status (*infer)(ld_kernel_ctx *ctx, ld_output_desc *outs); /* outs[n_outputs] */
     ld_status (*compute)(ld_kernel_ctx *ctx);
     void (*fini)(void *state);               /* optional */
+    /* Optional: called by the backend's prepare (the executor's memory plan,
+     * backends/exec_plan.h) once per node, after infer, with the inputs the
+     * plan knows: initializers and folded Constants with their data, computed
+     * values as shapes only (data NULL), outputs NULL. For work that depends
+     * on the weights and shapes alone, done once before the first timed run
+     * as a GPU engine does it when it builds: packing constant weights into
+     * the layout compute reads, reserving the scratch compute will take,
+     * starting worker threads. compute must give the same results whether or
+     * not prepare ran (it is skipped when the plan gives up); a failure only
+     * leaves that work to compute, so prepare returns no status. */
+    void (*prepare)(ld_kernel_ctx *ctx);
 } ld_kernel;
 
 /* The registry row for (domain, op_type) at opset, or NULL. domain "" and
