@@ -53,6 +53,8 @@ static void free_nodes(ld_emulated_backend *b)
 
 static void release_prepared(ld_emulated_backend *b)
 {
+    /* the exec first: its kernels' state may hold work derived from the
+       nodes' cached inputs (ld_kernel_ctx.kept_inputs), keyed by address */
     ld_exec_destroy(b->exec);
     b->exec = NULL;
     free_nodes(b);

@@ -152,8 +152,14 @@ static ld_status round_input(ld_emulated_backend *b, ld_kernel_ctx *ctx, const l
         st = cached(ctx, c, inputs[j], exact);
         if (st != LD_OK)
             return st;
-        if (c->tensor)
+        if (c->tensor) {
             inputs[j] = c->tensor;
+            /* kept until the exec (and the kernel state) is gone: free_nodes
+               runs after ld_exec_destroy and nothing else frees or rewrites
+               it, so a kernel may cache what it derives from it */
+            if (j < 32)
+                ctx->kept_inputs |= 1u << j;
+        }
         ctx->counters->overflows += c->events.overflows;
         ctx->counters->underflows += c->events.underflows;
         nan = c->has_nan, inf = c->has_inf;

@@ -113,4 +113,9 @@ int64_t ld_fuse_round_plain_prefix(int op, float *d, ld_fuse_arg a, ld_fuse_arg 
 void ld_fuse_round_plain_force(int mode);
 bool ld_fuse_round_plain_enabled(void);
 
+/* For tests: ld_fuse_round_plain and _prefix run 16 lanes wide on a CPU
+ * with AVX-512F (-1, default), or always the 8-lane AVX2 loops (0); same
+ * values and verdicts either way. Read per call. */
+void ld_fuse_round_plain_force_avx512(int mode);
+
 #endif

@@ -12,7 +12,8 @@
  * engine's own rounding pass; ld_fuse_round_plain itself must say
  * "plain" exactly when every result is plain, and the in-place
  * ld_fuse_round_plain_prefix must stop at the first group of 32 that is
- * not, leaving it and everything after it as they were. */
+ * not, leaving it and everything after it as they were. All of it with
+ * the 8-lane AVX2 loops and, on a CPU with AVX-512F, the 16-lane ones. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -161,7 +162,7 @@ static void every_op(void)
 
 /* Every level of the per-group loops the CPU has (the plain blocks are
  * used only at AVX2, where they fall back to those loops). */
-static void test_plain_equals_groups(void **state)
+static void test_plain_equals_groups_at(void **state)
 {
     (void)state;
     for (int level = LD_EW_ROUND_NONE; level <= LD_EW_ROUND_AVX2; level++) {
@@ -177,7 +178,7 @@ static void test_plain_equals_groups(void **state)
 
 /* ld_fuse_round_plain's verdict: true exactly for blocks of plain results
  * (zero, or magnitude in [2^-14, 65520)), and then the F16C rounding. */
-static void test_plain_verdict(void **state)
+static void test_plain_verdict_at(void **state)
 {
     (void)state;
     if (!__builtin_cpu_supports("avx2")) {
@@ -203,14 +204,19 @@ static void test_plain_verdict(void **state)
         case 2: mag = rnd32() & 0x7FFFFFFFu; break;
         default: mag = (rnd32() & 1) ? 0 : 0x3C000000u; break;
         }
-        a[rnd32() % 64] = bits_float(mag | (u & 0x80000000u));
+        /* every other trial 56 values (the 16-lane loop's masked last 8),
+           NaNs after them that it must not look at */
+        int n = (trial & 1) ? 56 : 64;
+        for (int k = n; k < 64; k++)
+            a[k] = NAN;
+        a[rnd32() % (uint32_t)n] = bits_float(mag | (u & 0x80000000u));
         plain = mag == 0 || (mag >= 0x38800000u && mag < 0x477FF000u);
         ld_fuse_arg x = {.p = a}, y = {.p = one};
-        bool said = ld_fuse_round_plain(LD_FUSE_MUL, d, x, y, 0, 0, 64);
+        bool said = ld_fuse_round_plain(LD_FUSE_MUL, d, x, y, 0, 0, n);
         assert_int_equal(said, plain);
         if (!said)
             continue;
-        for (int k = 0; k < 64; k++) {
+        for (int k = 0; k < n; k++) {
             float want = ld_fp16_to_fp32(ld_fp32_to_fp16(a[k]));
             if (emt_bits(want) != emt_bits(d[k]))
                 fail_msg("%08x: %08x, want %08x", emt_bits(a[k]), emt_bits(d[k]),
@@ -226,7 +232,7 @@ static void test_plain_verdict(void **state)
 
 /* In place, one value that is not plain (or none) at a random position:
  * the prefix ends at its group of 32, rounded before, untouched from there. */
-static void test_prefix_stops(void **state)
+static void test_prefix_stops_at(void **state)
 {
     (void)state;
     if (!__builtin_cpu_supports("avx2")) {
@@ -262,6 +268,34 @@ static void test_prefix_stops(void **state)
     float one[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     ld_fuse_arg x = {.p = one}, y = {.p = one};
     assert_int_equal(ld_fuse_round_plain_prefix(LD_FUSE_ADD, one, x, y, 0, 0, 8), 0);
+}
+
+/* Each test with the AVX2 loops, then with the AVX-512 ones where the CPU
+ * has them (ld_fuse_round_plain_force_avx512). */
+static void both_widths(void (*test)(void **), void **state)
+{
+    ld_fuse_round_plain_force_avx512(0);
+    test(state);
+    ld_fuse_round_plain_force_avx512(-1);
+    if (__builtin_cpu_supports("avx512f"))
+        test(state);
+    else
+        print_message("no AVX-512F: 16-lane loops not tested\n");
+}
+
+static void test_plain_equals_groups(void **state)
+{
+    both_widths(test_plain_equals_groups_at, state);
+}
+
+static void test_plain_verdict(void **state)
+{
+    both_widths(test_plain_verdict_at, state);
+}
+
+static void test_prefix_stops(void **state)
+{
+    both_widths(test_prefix_stops_at, state);
 }
 
 int main(void)

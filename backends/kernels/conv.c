@@ -284,18 +284,20 @@ static const void *graph_constant_data(const ld_graph *g, int v)
     return NULL;
 }
 
-/* Whether the weights W this call reads are the graph's own constant data
- * (above): the same values for as long as the graph, and so this node's
- * kernel state, lives -- nothing writes a graph's tensors while an exec of
- * it exists. A user-fed input, a converted or a rounded copy (the emulated
- * engine's) or a Constant the executor did not fold has other data and does
- * not count. */
+/* Whether the weights W this call reads keep their address and values for
+ * as long as this node's kernel state lives: the graph's own constant data
+ * (above; nothing writes a graph's tensors while an exec of it exists), or
+ * a copy the backend says it keeps for the node (ld_kernel_ctx.kept_inputs:
+ * the emulated engine's rounded weights). A user-fed input, a converted
+ * copy made per run or a Constant the executor did not fold has other data
+ * and does not count. */
 static bool weights_constant(const ld_kernel_ctx *ctx)
 {
     if (!ctx->graph || !ctx->node || ctx->node->n_inputs < 2 || ctx->n_inputs < 2 ||
         !ctx->inputs || !ctx->inputs[1] || !ctx->inputs[1]->data)
         return false;
-    return graph_constant_data(ctx->graph, ctx->node->inputs[1]) == ctx->inputs[1]->data;
+    return (ctx->kept_inputs & 2u) ||
+           graph_constant_data(ctx->graph, ctx->node->inputs[1]) == ctx->inputs[1]->data;
 }
 
 /* The packed-weight cache of group gr (NULL: pack every call): one per

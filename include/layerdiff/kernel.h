@@ -79,6 +79,13 @@ typedef struct ld_kernel_ctx {
     bool round_fp16_inline;
     uint16_t *round_fp16_bits;
     int64_t round_fp16_bits_count;
+    /* Bit j (j < 32): inputs[j] is a copy the backend keeps for this node,
+     * at the same address with the same values, for as long as the node's
+     * kernel state lives, and hands compute on every run (the emulated
+     * engine's rounded weights). A kernel may then keep work derived from
+     * it in its state as it does for the graph's own constant data (Conv's
+     * packed weights). Zero unless a backend's hook sets it. */
+    uint32_t kept_inputs;
 } ld_kernel_ctx;
 
 /* What infer says about one output. */
