@@ -50,6 +50,7 @@ static atomic_int forced_level = LD_CONV_DIRECT_AUTO;
 static atomic_int forced_variant = -1;
 static _Atomic int64_t cache_packs; /* ld_conv_direct_cache_packs */
 static atomic_llong forced_chunk = 0, forced_group = 0;
+static atomic_int forced_ask_ahead = -1;
 
 bool ld_conv_direct_level_supported(ld_conv_direct_level level)
 {
@@ -142,6 +143,27 @@ static int64_t pointwise_span(int64_t C, int64_t unit)
     int64_t fit = SPAN_FLOATS / (C > 0 ? C : 1) / unit * unit;
     int64_t most = MAX_SPAN / unit * unit;
     return fit < unit ? unit : fit > most ? most : fit;
+}
+
+/* Pointwise outputs of more than this many bytes ask for their lines
+ * ahead (conv_direct_body.h's pointwise_ask_ahead): past L2 (1 MiB on
+ * Zen 5) and a good part of L3 their stores' reads for ownership come from
+ * memory. On Zen 5 (1 thread, interleaved medians) det's 9.4-12.5 MiB
+ * outputs gained 15-20%; its 2.3 MiB ones (48 -> 96 and 18 -> 96 at 80x80)
+ * lost 5-20% to the extra loads. */
+#define ASK_AHEAD_BYTES ((double)(4 << 20))
+
+bool ld_conv_direct_pw_asks_ahead(int64_t M, int64_t P)
+{
+    int forced = atomic_load(&forced_ask_ahead);
+    if (forced >= 0)
+        return forced > 0;
+    return (double)M * (double)P * (double)sizeof(float) > ASK_AHEAD_BYTES;
+}
+
+void ld_conv_direct_force_ask_ahead(int mode)
+{
+    atomic_store(&forced_ask_ahead, mode < 0 ? -1 : mode > 0);
 }
 
 /* Estimated cycles per input tap of an MB x nv tile: two FMAs and two loads
@@ -474,6 +496,7 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
     p->MB = v->MB;
     p->NV = v->NV;
     p->span = pointwise_span(p->C, p->NV * lanes);
+    p->ask_ahead = ld_conv_direct_pw_asks_ahead(p->M, p->P);
     float *pack = scratch, *bufs = scratch + pack_rows(p->M) * (size_t)p->C;
     p->pack = packed_weights(w, w_m_stride, w_c_stride, p->C, p->M, 1, p->MB, pack, cache);
     int64_t spans = (p->P + p->span - 1) / p->span;
