@@ -422,16 +422,16 @@ static void test_direct_pointwise_spans(void **state)
 }
 
 /* Pointwise products ask for their output lines ahead when the output is
- * past 4 MiB (conv_direct.c): det's 16 -> 32 at 320x320 and 12 -> 96 at
- * 160x160 do, its 2.3 MiB 48 -> 96 at 80x80 does not; forcing overrides. */
+ * past 8 MiB (conv_direct.c): det's 16 -> 32 at 320x320 and 12 -> 96 at
+ * 160x160 do, its 4.7 MiB 48 -> 48 at 160x160 does not; forcing overrides. */
 static void test_pointwise_ask_ahead_choice(void **state)
 {
     (void)state;
     assert_true(ld_conv_direct_pw_asks_ahead(32, 320 * 320));
     assert_true(ld_conv_direct_pw_asks_ahead(96, 160 * 160));
-    assert_false(ld_conv_direct_pw_asks_ahead(96, 80 * 80));
-    assert_false(ld_conv_direct_pw_asks_ahead(1024, 1024)); /* exactly 4 MiB */
-    assert_true(ld_conv_direct_pw_asks_ahead(1024, 1025));
+    assert_false(ld_conv_direct_pw_asks_ahead(48, 160 * 160));
+    assert_false(ld_conv_direct_pw_asks_ahead(2048, 1024)); /* exactly 8 MiB */
+    assert_true(ld_conv_direct_pw_asks_ahead(2048, 1025));
     ld_conv_direct_force_ask_ahead(0);
     assert_false(ld_conv_direct_pw_asks_ahead(32, 320 * 320));
     ld_conv_direct_force_ask_ahead(1);

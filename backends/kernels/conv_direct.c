@@ -146,12 +146,14 @@ static int64_t pointwise_span(int64_t C, int64_t unit)
 }
 
 /* Pointwise outputs of more than this many bytes ask for their lines
- * ahead (conv_direct_body.h's pointwise_ask_ahead): past L2 (1 MiB on
- * Zen 5) and a good part of L3 their stores' reads for ownership come from
- * memory. On Zen 5 (1 thread, interleaved medians) det's 9.4-12.5 MiB
- * outputs gained 15-20%; its 2.3 MiB ones (48 -> 96 and 18 -> 96 at 80x80)
- * lost 5-20% to the extra loads. */
-#define ASK_AHEAD_BYTES ((double)(4 << 20))
+ * ahead (conv_direct_body.h's pointwise_ask_ahead): in a run, outputs that
+ * big come mostly from memory, and their stores' reads for ownership with
+ * them. On Zen 5 (1 thread, in det, interleaved medians of 9) its 12.5 and
+ * 9.4 MiB outputs (16 -> 32 at 320x320, 12 -> 96 at 160x160) gained 15-17%,
+ * its 4.7 MiB ones (48 -> 48, 32 -> 48 at 160x160) lost up to 8%: in cache,
+ * the prefetches only add loads (a 9.4 MiB output rewritten in a loop, in
+ * L3, lost 20%). */
+#define ASK_AHEAD_BYTES ((double)(8 << 20))
 
 bool ld_conv_direct_pw_asks_ahead(int64_t M, int64_t P)
 {
