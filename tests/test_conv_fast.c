@@ -182,6 +182,7 @@ static bool use_level(int i)
 static int restore_auto(void **state)
 {
     (void)state;
+    ld_conv_direct_force_ask_ahead(-1);
     ld_conv_direct_force_variant(-1);
     ld_conv_direct_force_blocking(0, 0);
     ld_conv_direct_force_level(LD_CONV_DIRECT_AUTO);
@@ -393,7 +394,11 @@ static void test_direct_pointwise_spans(void **state)
             continue;
         for (int v = 0; v < ld_conv_direct_variant_count(); v++) {
             ld_conv_direct_force_variant(v);
-            for (size_t ci = 0; ci < sizeof Cs / sizeof Cs[0]; ci++) {
+            /* with and without asking for the output lines ahead */
+            for (size_t i = 0; i < 2 * sizeof Cs / sizeof Cs[0]; i++) {
+                size_t ci = i / 2;
+                int ahead = (int)(i % 2);
+                ld_conv_direct_force_ask_ahead(ahead);
                 /* 7 x 131 = 917 positions; the last case 3 x 1399 = 4197
                  * with 40 x 30 channels: 5.0M multiply-adds, threaded */
                 bool big = ci == 2;
@@ -404,16 +409,35 @@ static void test_direct_pointwise_spans(void **state)
                 t.x = random_floats(t.C * t.g.in_size);
                 t.w = random_floats(t.M * t.C);
                 t.b = (v + ci) % 2 ? random_floats(t.M) : NULL;
-                char label[96];
-                snprintf(label, sizeof label, "%s pointwise variant %d C %lld M %lld",
+                char label[112];
+                snprintf(label, sizeof label, "%s pointwise variant %d C %lld M %lld ahead %d",
                          ld_conv_direct_level_name(levels[li]), v, (long long)t.C,
-                         (long long)t.M);
+                         (long long)t.M, ahead);
                 check_case(&t, label);
                 free(t.x), free(t.w), free(t.b);
             }
         }
         ld_conv_direct_force_variant(-1);
     }
+}
+
+/* Pointwise products ask for their output lines ahead when the output is
+ * past 8 MiB (conv_direct.c): det's 16 -> 32 at 320x320 and 12 -> 96 at
+ * 160x160 do, its 4.7 MiB 48 -> 48 at 160x160 does not; forcing overrides. */
+static void test_pointwise_ask_ahead_choice(void **state)
+{
+    (void)state;
+    assert_true(ld_conv_direct_pw_asks_ahead(32, 320 * 320));
+    assert_true(ld_conv_direct_pw_asks_ahead(96, 160 * 160));
+    assert_false(ld_conv_direct_pw_asks_ahead(48, 160 * 160));
+    assert_false(ld_conv_direct_pw_asks_ahead(2048, 1024)); /* exactly 8 MiB */
+    assert_true(ld_conv_direct_pw_asks_ahead(2048, 1025));
+    ld_conv_direct_force_ask_ahead(0);
+    assert_false(ld_conv_direct_pw_asks_ahead(32, 320 * 320));
+    ld_conv_direct_force_ask_ahead(1);
+    assert_true(ld_conv_direct_pw_asks_ahead(1, 1));
+    ld_conv_direct_force_ask_ahead(-1);
+    assert_false(ld_conv_direct_pw_asks_ahead(1, 1));
 }
 
 /* Passes over chunks of input channels (the sums continue through y) and
@@ -597,6 +621,7 @@ int main(void)
         cmocka_unit_test_teardown(test_gemm_direct, restore_auto),
         cmocka_unit_test_teardown(test_direct_every_variant, restore_auto),
         cmocka_unit_test_teardown(test_direct_pointwise_spans, restore_auto),
+        cmocka_unit_test_teardown(test_pointwise_ask_ahead_choice, restore_auto),
         cmocka_unit_test_teardown(test_direct_blocking, restore_auto),
         cmocka_unit_test_teardown(test_direct_model_shapes, restore_auto),
         cmocka_unit_test_teardown(test_direct_random, restore_auto),

@@ -50,6 +50,7 @@ static atomic_int forced_level = LD_CONV_DIRECT_AUTO;
 static atomic_int forced_variant = -1;
 static _Atomic int64_t cache_packs; /* ld_conv_direct_cache_packs */
 static atomic_llong forced_chunk = 0, forced_group = 0;
+static atomic_int forced_ask_ahead = -1;
 
 bool ld_conv_direct_level_supported(ld_conv_direct_level level)
 {
@@ -142,6 +143,29 @@ static int64_t pointwise_span(int64_t C, int64_t unit)
     int64_t fit = SPAN_FLOATS / (C > 0 ? C : 1) / unit * unit;
     int64_t most = MAX_SPAN / unit * unit;
     return fit < unit ? unit : fit > most ? most : fit;
+}
+
+/* Pointwise outputs of more than this many bytes ask for their lines
+ * ahead (conv_direct_body.h's pointwise_ask_ahead): in a run, outputs that
+ * big come mostly from memory, and their stores' reads for ownership with
+ * them. On Zen 5 (1 thread, in det, interleaved medians of 9) its 12.5 and
+ * 9.4 MiB outputs (16 -> 32 at 320x320, 12 -> 96 at 160x160) gained 15-17%,
+ * its 4.7 MiB ones (48 -> 48, 32 -> 48 at 160x160) lost up to 8%: in cache,
+ * the prefetches only add loads (a 9.4 MiB output rewritten in a loop, in
+ * L3, lost 20%). */
+#define ASK_AHEAD_BYTES ((double)(8 << 20))
+
+bool ld_conv_direct_pw_asks_ahead(int64_t M, int64_t P)
+{
+    int forced = atomic_load(&forced_ask_ahead);
+    if (forced >= 0)
+        return forced > 0;
+    return (double)M * (double)P * (double)sizeof(float) > ASK_AHEAD_BYTES;
+}
+
+void ld_conv_direct_force_ask_ahead(int mode)
+{
+    atomic_store(&forced_ask_ahead, mode < 0 ? -1 : mode > 0);
 }
 
 /* Estimated cycles per input tap of an MB x nv tile: two FMAs and two loads
@@ -474,6 +498,7 @@ static void pointwise_run(ld_cd_pw_plan *p, const float *w, int64_t w_m_stride,
     p->MB = v->MB;
     p->NV = v->NV;
     p->span = pointwise_span(p->C, p->NV * lanes);
+    p->ask_ahead = ld_conv_direct_pw_asks_ahead(p->M, p->P);
     float *pack = scratch, *bufs = scratch + pack_rows(p->M) * (size_t)p->C;
     p->pack = packed_weights(w, w_m_stride, w_c_stride, p->C, p->M, 1, p->MB, pack, cache);
     int64_t spans = (p->P + p->span - 1) / p->span;

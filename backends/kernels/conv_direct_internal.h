@@ -51,6 +51,7 @@ typedef struct ld_cd_pw_plan {
     int64_t blocks;
     int64_t span;               /* positions copied at a time: a multiple of NV vectors */
     int MB, NV;
+    bool ask_ahead;             /* prefetch y's lines for writing, tiles ahead (conv_direct.c) */
     const ld_conv_round *round; /* NULL, or y is rounded to float16 as stored */
 } ld_cd_pw_plan;
 
@@ -119,5 +120,12 @@ void ld_conv_direct_force_variant(int index);
  * and splits each output row into work items of `tiles` tiles (0: the
  * choice by size and thread count). Global, as ld_conv_direct_force_level. */
 void ld_conv_direct_force_blocking(int64_t channels, int64_t tiles);
+/* Tests: every pointwise product asks for its output lines ahead (1) or
+ * never (0); -1 restores the choice by output size. Global, as
+ * ld_conv_direct_force_level. */
+void ld_conv_direct_force_ask_ahead(int mode);
+/* Whether a pointwise product of M rows over P positions asks for its
+ * output lines ahead when nothing is forced. */
+bool ld_conv_direct_pw_asks_ahead(int64_t M, int64_t P);
 
 #endif
