@@ -81,18 +81,24 @@ static ld_status catch_output(void *user, const ld_tensor_event *ev, ld_error *e
     return LD_OK;
 }
 
+/* A k x k, stride-1, "same"-padded geometry over H x W. */
+static void same_geometry(ld_window_geom *g, int64_t H, int64_t W, int64_t k)
+{
+    memset(g, 0, sizeof *g);
+    g->nd = 2;
+    g->in[0] = H, g->in[1] = W, g->k[0] = g->k[1] = k, g->s[0] = g->s[1] = 1;
+    g->d[0] = g->d[1] = 1;
+    g->pb[0] = g->pb[1] = g->pe[0] = g->pe[1] = k / 2;
+    g->out[0] = H, g->out[1] = W;
+    ld_window_geom_finish(g);
+}
+
 static void check_runs(int mode, int threads, int64_t C, int64_t M, int64_t H, int64_t W,
                        int64_t k)
 {
     int64_t pad = k / 2, xd[4] = {1, C, H, W}, wd[4] = {M, C, k, k};
     ld_window_geom g;
-    memset(&g, 0, sizeof g);
-    g.nd = 2;
-    g.in[0] = H, g.in[1] = W, g.k[0] = g.k[1] = k, g.s[0] = g.s[1] = 1;
-    g.d[0] = g.d[1] = 1;
-    g.pb[0] = g.pb[1] = g.pe[0] = g.pe[1] = pad;
-    g.out[0] = H, g.out[1] = W;
-    ld_window_geom_finish(&g);
+    same_geometry(&g, H, W, k);
     if (!ld_conv_direct_preferred(&g, C, M)) {
         print_message("direct convolution not available here: skipped\n");
         return;
@@ -168,13 +174,7 @@ static void check_emulated_runs(int mode, int threads, int64_t C, int64_t M, int
 {
     int64_t pad = k / 2, xd[4] = {1, C, H, W}, wd[4] = {M, C, k, k};
     ld_window_geom g;
-    memset(&g, 0, sizeof g);
-    g.nd = 2;
-    g.in[0] = H, g.in[1] = W, g.k[0] = g.k[1] = k, g.s[0] = g.s[1] = 1;
-    g.d[0] = g.d[1] = 1;
-    g.pb[0] = g.pb[1] = g.pe[0] = g.pe[1] = pad;
-    g.out[0] = H, g.out[1] = W;
-    ld_window_geom_finish(&g);
+    same_geometry(&g, H, W, k);
     if (!ld_conv_direct_preferred(&g, C, M)) {
         print_message("direct convolution not available here: skipped\n");
         return;

@@ -347,6 +347,16 @@ static ld_status conv_run_direct(ld_kernel_ctx *ctx, const conv_problem *p)
     return LD_OK;
 }
 
+/* Whether conv_run takes conv_run_direct for p (not depthwise, which has
+ * its own loops; accumulate-half takes the GEMM path): conv_prepare_hook
+ * prepares what that path reads. */
+static bool runs_direct(const ld_kernel_ctx *ctx, const conv_problem *p)
+{
+    int64_t Cg = p->C / p->group, Mg = p->M / p->group;
+    return p->es == 4 && Cg != 1 && !ld_numerics_accumulate_half(ctx->numerics) &&
+           ld_conv_direct_preferred(&p->g, Cg, Mg);
+}
+
 static ld_status conv_run(ld_kernel_ctx *ctx, const conv_problem *p)
 {
     const ld_window_geom *g = &p->g;
@@ -368,8 +378,7 @@ static ld_status conv_run(ld_kernel_ctx *ctx, const conv_problem *p)
         }
         return LD_OK;
     }
-    if (p->es == 4 && !ld_numerics_accumulate_half(ctx->numerics) &&
-        ld_conv_direct_preferred(g, Cg, Mg))
+    if (runs_direct(ctx, p))
         return conv_run_direct(ctx, p);
     bool pointwise = is_pointwise(g);
     /* im2col in tiles of output positions (whole rows when they fit) */
@@ -481,10 +490,10 @@ static void conv_prepare_hook(ld_kernel_ctx *ctx)
         p.g.out_size == 0 || ld_numerics_accumulate_half(ctx->numerics))
         return;
     ld_conv_pool_start(ctx->threads);
+    if (!runs_direct(ctx, &p))
+        return;
     const ld_window_geom *g = &p.g;
     int64_t Cg = p.C / p.group, Mg = p.M / p.group, Kg = Cg * g->k_size;
-    if (Cg == 1 || !ld_conv_direct_preferred(g, Cg, Mg))
-        return;
     ld_scratch_reserve(ld_conv_direct_scratch_floats(g, Cg, Mg, ctx->threads) * sizeof(float));
     for (int64_t gr = 0; gr < p.group; gr++) {
         ld_conv_direct_pack *cache = pack_cache(ctx, &p, gr);
