@@ -596,6 +596,36 @@ static void test_direct_levels(void **state)
 }
 
 /* Limits: what fits and what does not. */
+/* Per-worker buffers (rings of input rows, pointwise span buffers) sit at
+ * least their own size plus 64 KiB apart in the scratch, in whole 64-byte
+ * lines (a core's prefetches past its buffer must not reach the next
+ * worker's, conv_direct.c), and the scratch has room for every worker's. */
+static void test_worker_buffers_apart(void **state)
+{
+    (void)state;
+    for (size_t floats = 1; floats < 3000000; floats = floats * 7 + 5) {
+        size_t stride = ld_conv_direct_worker_stride(floats);
+        assert_true(stride >= 2 * floats + 16384);
+        assert_int_equal(stride % 16, 0);
+    }
+    if (!ld_conv_direct_available())
+        return;
+    /* 96 -> 24, 3x3 at 160x160 (det's largest layer) and a pointwise one */
+    for (int k = 1; k <= 3; k += 2) {
+        ld_window_geom g = {.nd = 2};
+        for (int d = 0; d < 3; d++)
+            g.in[d] = g.out[d] = g.k[d] = g.s[d] = g.d[d] = 1;
+        g.in[1] = g.in[2] = g.out[1] = g.out[2] = 160;
+        g.k[1] = g.k[2] = k;
+        g.pb[1] = g.pb[2] = g.pe[1] = g.pe[2] = k / 2;
+        ld_window_geom_finish(&g);
+        size_t one = ld_conv_direct_scratch_floats(&g, 96, 24, 1);
+        size_t two = ld_conv_direct_scratch_floats(&g, 96, 24, 2);
+        /* the second worker's buffer and its gap: more than 64 KiB */
+        assert_true(two - one >= 16384 + 2 * (size_t)96 * 160);
+    }
+}
+
 static void test_direct_fits(void **state)
 {
     (void)state;
@@ -615,6 +645,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_direct_fits),
+        cmocka_unit_test(test_worker_buffers_apart),
         cmocka_unit_test_teardown(test_direct_levels, restore_auto),
         cmocka_unit_test_teardown(test_direct_padding_nan, restore_auto),
         cmocka_unit_test_teardown(test_interleave2, restore_auto),

@@ -40,6 +40,12 @@ bool ld_conv_direct_preferred(const ld_window_geom *g, int64_t C, int64_t M);
 size_t ld_conv_direct_scratch_floats(const ld_window_geom *g, int64_t C, int64_t M,
                                      int threads);
 
+/* Floats between the starts of two workers' buffers of `floats` floats in
+ * the scratch: more than twice the buffer (an untouched gap after each, so
+ * that one core's prefetches past its buffer's end never reach the buffer
+ * another core is writing; conv_direct.c). */
+size_t ld_conv_direct_worker_stride(size_t floats);
+
 /* One group of one image: y [M][g->out_size] = conv(x [C][g->in_size],
  * w [M][C][g->k_size]) + bias[M] (bias NULL: none). scratch: 64-byte
  * aligned, ld_conv_direct_scratch_floats floats (contents unspecified).

@@ -578,6 +578,14 @@ typedef struct pool_job {
     int64_t groups, grouped;
 } pool_job;
 
+/* Floats between two workers' MaxPool row buffers: whole 64-byte lines
+ * and one more, so that no line is written by two cores (a shared line
+ * moves between them on every write). */
+static size_t worker_row_floats(int64_t w)
+{
+    return ((size_t)(w > 0 ? w : 1) + 31) / 16 * 16;
+}
+
 static void pool_plane(const pool_job *j, int worker, int64_t pl)
 {
     const pool_state *s = j->s;
@@ -615,7 +623,7 @@ static void pool_plane(const pool_job *j, int worker, int64_t pl)
     int64_t *ip = j->ind ? j->ind + pl * g->out_size : NULL;
     if (j->rows) {
         maxpool_rows_f32((const float *)xp, g, j->tables, (float *)yp,
-                         j->rows + (size_t)worker * (size_t)g->in[2]);
+                         j->rows + (size_t)worker * worker_row_floats(g->in[2]));
         return;
     }
     switch (j->dtype) {
@@ -679,7 +687,7 @@ static ld_status pool_compute(ld_kernel_ctx *ctx)
     float *rows = NULL;
     if (!s->global && s->kind == POOL_MAX && !ind && x->dtype == LD_DTYPE_FLOAT32 &&
         g.d[0] == 1 && g.d[1] == 1 && g.d[2] == 1) {
-        rows = malloc((size_t)threads * (size_t)(g.in[2] ? g.in[2] : 1) * sizeof *rows);
+        rows = aligned_alloc(64, (size_t)threads * worker_row_floats(g.in[2]) * sizeof *rows);
         if (!rows) {
             free(tmp);
             tables_free(&tables);
