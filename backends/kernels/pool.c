@@ -440,6 +440,13 @@ static void global_plane(const void *x, ld_dtype d, int64_t n, const pool_state 
  * so that the additions of different planes overlap (one plane alone waits
  * for each add's latency: 4 cycles per element). */
 #define GLOBAL_GROUP 8
+/* Floats ahead of the loads that the vector groups prefetch in each plane:
+ * eight planes of det's 160x160 layers are eight streams 100 KiB apart,
+ * more than the hardware prefetcher follows; the group waited on every
+ * line (Zen 5, 1 thread, 96 planes: 0.75 -> 0.52-0.55 ms, medians of 7,
+ * interleaved). Sixteen planes at a time, for more independent sums, ran
+ * slower: sixteen such streams share one 12-way L1 set. */
+#define GLOBAL_AHEAD 512
 #define DEFINE_GLOBAL_AVG_GROUP(NAME, ACC)                                                     \
     static void NAME(const float *x, int64_t n, float *y)                                      \
     {                                                                                          \
@@ -492,8 +499,11 @@ AVX2 static void global_avg_group_f32_avx2(const float *x, int64_t n, float *y)
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 r[8];
-        for (int k = 0; k < 8; k++)
+        for (int k = 0; k < 8; k++) {
+            if (i % 16 == 0)
+                _mm_prefetch((const char *)(x + k * n + i + GLOBAL_AHEAD), _MM_HINT_T0);
             r[k] = _mm256_loadu_ps(x + k * n + i);
+        }
         transpose8(r);
         for (int j = 0; j < 8; j++) {
             lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(r[j])));
@@ -516,8 +526,11 @@ AVX2 static void global_avg_group_f32r_avx2(const float *x, int64_t n, float *y)
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 r[8];
-        for (int k = 0; k < 8; k++)
+        for (int k = 0; k < 8; k++) {
+            if (i % 16 == 0)
+                _mm_prefetch((const char *)(x + k * n + i + GLOBAL_AHEAD), _MM_HINT_T0);
             r[k] = _mm256_loadu_ps(x + k * n + i);
+        }
         transpose8(r);
         for (int j = 0; j < 8; j++)
             acc = _mm256_add_ps(acc, r[j]);
