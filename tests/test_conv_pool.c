@@ -1,6 +1,8 @@
 /* Unit tests for the convolutions' claim pool (backends/kernels/conv_pool.c):
- * every item runs exactly once, in ranges of at most `claim` items that each
- * worker gets in increasing order, with worker ids below the thread count;
+ * every item runs exactly once, in ranges of at most `claim` items within
+ * one worker's share, each worker getting its own share's ranges in
+ * increasing order from the share's start, with worker ids below the thread
+ * count;
  * helpers really take claims (the caller's first claim waits until one
  * has); many tiny jobs in a row (the open/close hand-over); two callers at
  * once (the second runs alone); and the convolutions that use the pool
@@ -34,19 +36,38 @@
 
 typedef struct {
     _Atomic int hits[MAX_ITEMS];
-    _Atomic int64_t last[LD_CONV_POOL_MAX_THREADS]; /* end of each worker's last range */
+    _Atomic int64_t last[LD_CONV_POOL_MAX_THREADS]; /* end of each worker's last own range */
     _Atomic int bad;                                /* ranges out of order or too long */
-    int64_t claim;
+    int64_t claim, n;
     int threads;
 } cover;
+
+/* The share (conv_pool.h) that holds item i. */
+static int share_of(const cover *c, int64_t i)
+{
+    int w = 0;
+    while (w + 1 < c->threads && ld_conv_pool_share_start(c->n, c->threads, w + 1) <= i)
+        w++;
+    return w;
+}
 
 static void cover_fn(void *arg, int worker, int64_t i0, int64_t i1)
 {
     cover *c = arg;
-    if (worker < 0 || worker >= c->threads || i0 >= i1 || i1 - i0 > c->claim ||
-        i0 < atomic_load(&c->last[worker]))
+    bool alone = i0 == 0 && i1 == c->n; /* one call of everything */
+    bool ok = worker >= 0 && worker < c->threads && i0 < i1 && i1 - i0 <= c->claim;
+    if (ok && !alone) {
+        int w = share_of(c, i0);
+        ok = share_of(c, i1 - 1) == w; /* never across shares */
+        /* the worker's own share: in increasing order, from its start */
+        if (ok && w == worker) {
+            int64_t last = atomic_load(&c->last[worker]);
+            ok = last ? i0 == last : i0 == ld_conv_pool_share_start(c->n, c->threads, w);
+        }
+    }
+    if (!ok)
         atomic_fetch_add(&c->bad, 1);
-    if (worker >= 0 && worker < LD_CONV_POOL_MAX_THREADS)
+    if (ok && !alone && share_of(c, i0) == worker)
         atomic_store(&c->last[worker], i1);
     for (int64_t i = i0; i < i1; i++)
         atomic_fetch_add(&c->hits[i], 1);
@@ -58,6 +79,7 @@ static void check_cover(int threads, int64_t n, int64_t claim)
     memset(&c, 0, sizeof c);
     c.claim = threads > 1 && n > 1 ? claim : n; /* alone: one call of everything */
     c.threads = threads < 1 ? 1 : threads;
+    c.n = n;
     ld_conv_pool_run(threads, n, claim, cover_fn, &c);
     assert_int_equal(atomic_load(&c.bad), 0);
     for (int64_t i = 0; i < n; i++)
@@ -87,6 +109,7 @@ static void test_pool_many_jobs(void **state)
 typedef struct {
     _Atomic int helper_items;
     _Atomic int total;
+    _Atomic int64_t helper_first; /* the helper's first item, -1 before */
     bool timed_out;
 } share;
 
@@ -101,6 +124,8 @@ static void share_fn(void *arg, int worker, int64_t i0, int64_t i1)
 {
     share *s = arg;
     if (worker != 0) {
+        int64_t none = -1;
+        atomic_compare_exchange_strong(&s->helper_first, &none, i0);
         atomic_fetch_add(&s->helper_items, (int)(i1 - i0));
     } else if (i0 == 0) { /* the caller's first claim waits for a helper (10 s at most) */
         double until = now_s() + 10.0;
@@ -129,10 +154,17 @@ static void test_pool_helpers_share(void **state)
 {
     (void)state;
     int64_t before = ld_conv_pool_shared_jobs();
-    share s = {0};
+    share s = {.helper_first = -1};
     ld_conv_pool_run(2, 64, 1, share_fn, &s);
     assert_false(s.timed_out);
     assert_true(atomic_load(&s.helper_items) > 0);
+    /* the helper starts on its own share, the second half: the caller
+       waited in its first claim, so nothing of that share was taken */
+    assert_int_equal(atomic_load(&s.helper_first), ld_conv_pool_share_start(64, 2, 1));
+    assert_int_equal(ld_conv_pool_share_start(64, 2, 1), 32);
+    const int64_t starts[] = {0, 3, 5, 7}; /* 7 items on 3 threads: 3, 2, 2 */
+    for (int w = 0; w <= 3; w++)
+        assert_int_equal(ld_conv_pool_share_start(7, 3, w), starts[w]);
     assert_int_equal(atomic_load(&s.total), 64);
     assert_true(ld_conv_pool_shared_jobs() > before);
 }
@@ -151,6 +183,7 @@ static void *caller_main(void *p)
         memset(&a->c, 0, sizeof a->c);
         a->c.claim = a->n; /* either way of running */
         a->c.threads = 3;
+        a->c.n = a->n;
         ld_conv_pool_run(3, a->n, 5, cover_fn, &a->c);
         if (atomic_load(&a->c.bad))
             return (void *)1;

@@ -16,8 +16,14 @@
  * joins a job only while the job is open; when the caller finds no claims
  * left it closes the job and then waits only for the helpers that joined
  * (each at most its current claim), never for a helper that has not
- * started. Claims shrink towards the end (half the remaining items per
- * thread, at most `claim`), so the last claims are short.
+ * started. Each worker owns a share of the items, the w-th of `threads`
+ * equal runs, and claims from its front; a worker whose share is empty
+ * takes claims from the back of the fullest other share (a helper that
+ * never comes loses its share to the others). Claims shrink towards the end
+ * of a share (half its remaining items, at most `claim`), so the last
+ * claims are short. Shares: consecutive nodes split their items in the same
+ * order (rows, position spans, chunks), so each thread mostly reads what it
+ * wrote itself, from its own core's caches (conv_pool.c).
  *
  * Results never depend on which thread runs an item: callers compute each
  * output entirely within one item. */
@@ -39,13 +45,18 @@ int64_t ld_conv_pool_claim(int64_t n, int threads);
 /* Runs fn(arg, worker, i0, i1) over consecutive ranges [i0, i1) covering
  * [0, n) exactly once. worker is 0 on the calling thread and 1 ..
  * threads - 1 on helpers (a per-thread buffer index; at most
- * LD_CONV_POOL_MAX_THREADS - 1); each worker's ranges come in increasing
- * order. claim: the most items per call (>= 1). With threads <= 1, or when
+ * LD_CONV_POOL_MAX_THREADS - 1); a worker's ranges from its own share come
+ * in increasing order, first the share's start (worker w's share starts at
+ * item w * n / threads, rounded as ld_conv_pool_share_start). claim: the most items per call (>= 1). With threads <= 1, or when
  * another job is running (a concurrent caller), everything runs on the
  * calling thread in one call fn(arg, 0, 0, n). Memory fn
  * writes is visible to the caller when this returns. */
 void ld_conv_pool_run(int threads, int64_t n, int64_t claim,
                       void (*fn)(void *arg, int worker, int64_t i0, int64_t i1), void *arg);
+
+/* The first item of worker w's share of n items on `threads` threads
+ * (w = threads: n). Shares differ in length by at most one item. */
+int64_t ld_conv_pool_share_start(int64_t n, int threads, int worker);
 
 /* Starts the helpers a job on `threads` threads uses, if not yet running:
  * for a backend's prepare (kernel.h), so that the first run does not pay
