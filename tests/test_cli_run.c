@@ -125,6 +125,25 @@ static void test_stats(void **state)
     assert_true(fast.min == generic.min && fast.max == generic.max && fast.mean == generic.mean);
     ld_tensor_destroy(t);
     ld_tensor_destroy(d);
+    /* Zero extremes keep the sign of the first zero in element order (the
+     * vector path's sixteen running extremes would not): -0 before +0 in
+     * one case, +0 before -0 in the other, over vector and tail elements. */
+    for (int first_negative = 0; first_negative <= 1; first_negative++) {
+        enum { Z = 37 };
+        float z[Z];
+        for (int i = 0; i < Z; i++)
+            z[i] = (float)(i % 5 + 1); /* positive: the minimum is a zero */
+        z[3] = first_negative ? -0.0f : 0.0f;
+        z[20] = first_negative ? 0.0f : -0.0f;
+        z[36] = NAN;
+        t = floats("z", z, Z);
+        ld_run_stats_compute(t, &fast);
+        assert_true(fast.min == 0 && fast.max == 5);
+        assert_int_equal(signbit(fast.min) != 0, first_negative);
+        assert_int_equal(fast.nans, 1);
+        assert_int_equal(fast.finite, Z - 1);
+        ld_tensor_destroy(t);
+    }
 }
 
 /* --- the observer's checks ------------------------------------------------------------------- */
