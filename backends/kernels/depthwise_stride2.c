@@ -1,0 +1,213 @@
+/* layerdiff — AVX-512 depthwise planes at stride 2 from even/odd phase rows
+ * (see depthwise.h; depthwise.c calls this first and keeps the plane when it
+ * declines).
+ *
+ * Which planes. 2-D, 3x3 or 5x5 kernels, stride 2 both ways, no dilation,
+ * any padding (PaddleOCR det's four stride-2 depthwise layers), with neutral
+ * padding (finite weights, bias not -0, as depthwise.c's narrow-plane copy):
+ * adding a padding tap's w * 0 = +-0 to a sum that started at a non -0 bias
+ * leaves it unchanged (x + y is -0 only when both are), so the zero-padded
+ * rows below give the portable loop's bits with no masked taps. Each output
+ * is its bias plus its taps in (kh, kw) order, a float multiply then a float
+ * add (no FMA), as everywhere in depthwise.c.
+ *
+ * How. Each padded input row is read once and split into its even and odd
+ * columns (two loads, two permutes, two stores per 32 floats), zero padding
+ * included, into a ring of rows on the stack: output ow's tap kw is then
+ * element ow + kw / 2 of the row's phase kw % 2, a plain unaligned load.
+ * depthwise.c's stride-2 blocks load two vectors and permute per tap and
+ * output vector (three times the load and shuffle work of the taps), and its
+ * masked edge blocks and narrow-plane copy (a memset and a copy of the whole
+ * plane) cost more than the taps on det's narrow planes. Rows outside the
+ * plane are one shared zero row. NR output rows (2 or 4) x NB vectors (1-6)
+ * of sums are kept in registers, 6-12 independent add chains (the add's
+ * latency is 3 cycles, two adds per cycle), rows beyond the plane's last
+ * output row computed into a scratch row; weights are broadcast once per tap
+ * and NR * NB vectors.
+ *
+ * Measured on the Zen 5 (2 vCPUs shared with other agents; /work/notes
+ * dw_harness, 1 thread, CPU time, best of 30, warm input; the figures and
+ * what was tried are in docs/architecture.md under the depthwise kernels). */
+#include "backends/kernels/depthwise.h"
+#include "backends/kernels/conv_common.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdalign.h>
+#include <string.h>
+
+#define LANES 16
+/* The ring of phase rows plus the zero row and the scratch output row. */
+#define S2_MAX_FLOATS 16384
+/* Input rows asked for this many padded rows ahead of the one being split. */
+#define S2_PREFETCH_ROWS 6
+
+static __mmask16 lane_bits(int64_t from, int64_t to) /* bits [from, to) of 0..15 */
+{
+    from = from < 0 ? 0 : from;
+    to = to > LANES ? LANES : to;
+    return (__mmask16)(to > from ? ((1u << to) - 1) & ~((1u << from) - 1) : 0);
+}
+
+/* Input row x (w floats) as padded row phases: dst[j] = padded column 2j,
+ * dst[le + j] = padded column 2j + 1 (padded column q = input column q - pb),
+ * zero outside the input, j in [0, le). */
+__attribute__((target("avx512f"))) static void phase_row(const float *x, int64_t w, int64_t pb,
+                                                          int64_t le, float *dst)
+{
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4,
+                                          2, 0);
+    const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5,
+                                         3, 1);
+    for (int64_t j0 = 0; j0 < le; j0 += LANES) {
+        int64_t p = 2 * j0 - pb;
+        __m512 lo, hi;
+        if (p >= 0 && p + 2 * LANES <= w) {
+            lo = _mm512_loadu_ps(x + p);
+            hi = _mm512_loadu_ps(x + p + LANES);
+        } else { /* masked-off lanes are not read and load as 0 */
+            lo = _mm512_maskz_loadu_ps(lane_bits(-p, w - p), x + p);
+            hi = _mm512_maskz_loadu_ps(lane_bits(-p - LANES, w - p - LANES), x + p + LANES);
+        }
+        _mm512_store_ps(dst + j0, _mm512_permutex2var_ps(lo, even, hi));
+        _mm512_store_ps(dst + le + j0, _mm512_permutex2var_ps(lo, odd, hi));
+    }
+}
+
+/* NR output rows x NB vectors from vector b0: rows[i] is padded row
+ * 2 * oh0 + i as phases (le floats each), yr[r] output row oh0 + r (of
+ * `out` floats; a scratch row past the plane's last). */
+#define DEFINE_S2(K, NR, NB)                                                                   \
+    __attribute__((target("avx512f"))) static void s2_k##K##_r##NR##_b##NB(                    \
+        const float *const *rows, int64_t le, const float *wp, float bias, int64_t b0,         \
+        float *const *yr, int64_t out)                                                         \
+    {                                                                                          \
+        __m512 acc[NR][NB];                                                                    \
+        _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                   \
+            _Pragma("GCC unroll 8") for (int b = 0; b < NB; b++) acc[r][b] =                   \
+                _mm512_set1_ps(bias);                                                          \
+        const int64_t o0 = b0 * LANES;                                                         \
+        _Pragma("GCC unroll 5") for (int kh = 0; kh < K; kh++)                                 \
+            _Pragma("GCC unroll 5") for (int kw = 0; kw < K; kw++)                             \
+        {                                                                                      \
+            const __m512 wv = _mm512_set1_ps(wp[kh * K + kw]);                                 \
+            const int64_t off = (kw % 2 ? le : 0) + kw / 2 + o0;                               \
+            _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                               \
+            {                                                                                  \
+                const float *x = rows[2 * r + kh] + off;                                       \
+                _Pragma("GCC unroll 8") for (int b = 0; b < NB; b++) acc[r][b] =               \
+                    _mm512_add_ps(acc[r][b],                                                   \
+                                  _mm512_mul_ps(wv, _mm512_loadu_ps(x + b * LANES)));          \
+            }                                                                                  \
+        }                                                                                      \
+        _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                   \
+            _Pragma("GCC unroll 8") for (int b = 0; b < NB; b++)                               \
+        {                                                                                      \
+            int64_t o = o0 + b * LANES;                                                        \
+            if (o + LANES <= out)                                                              \
+                _mm512_storeu_ps(yr[r] + o, acc[r][b]);                                        \
+            else                                                                               \
+                _mm512_mask_storeu_ps(yr[r] + o, lane_bits(0, out - o), acc[r][b]);            \
+        }                                                                                      \
+    }
+
+#define DEFINE_S2_K(K)                                                                         \
+    DEFINE_S2(K, 4, 1) DEFINE_S2(K, 4, 2) DEFINE_S2(K, 4, 3) DEFINE_S2(K, 2, 1)                \
+    DEFINE_S2(K, 2, 2) DEFINE_S2(K, 2, 3) DEFINE_S2(K, 2, 4) DEFINE_S2(K, 2, 5)                \
+    DEFINE_S2(K, 2, 6)
+DEFINE_S2_K(3)
+DEFINE_S2_K(5)
+
+typedef void (*s2_fn)(const float *const *, int64_t, const float *, float, int64_t,
+                      float *const *, int64_t);
+
+/* [3x3, 5x5][NB - 1]: rows of at most 3 vectors 4 at a time, wider ones 2
+ * at a time in chunks of up to 6 vectors */
+static const s2_fn s2_four[2][3] = {{s2_k3_r4_b1, s2_k3_r4_b2, s2_k3_r4_b3},
+                                    {s2_k5_r4_b1, s2_k5_r4_b2, s2_k5_r4_b3}};
+static const s2_fn s2_two[2][6] = {
+    {s2_k3_r2_b1, s2_k3_r2_b2, s2_k3_r2_b3, s2_k3_r2_b4, s2_k3_r2_b5, s2_k3_r2_b6},
+    {s2_k5_r2_b1, s2_k5_r2_b2, s2_k5_r2_b3, s2_k5_r2_b4, s2_k5_r2_b5, s2_k5_r2_b6},
+};
+
+typedef struct s2_layout {
+    int64_t k, nr, vecs, le, span; /* span: padded rows an NR-row group reads */
+} s2_layout;
+
+static bool s2_fits(const ld_window_geom *g, s2_layout *l)
+{
+    if (g->in[0] != 1 || g->k[0] != 1 || g->out[0] != 1 || g->pb[0] != 0 || g->s[1] != 2 ||
+        g->s[2] != 2 || g->d[1] != 1 || g->d[2] != 1 || g->k[1] != g->k[2] ||
+        (g->k[2] != 3 && g->k[2] != 5) || g->out[2] < 1 || g->out[1] < 1)
+        return false;
+    l->k = g->k[2];
+    l->vecs = (g->out[2] + LANES - 1) / LANES;
+    l->nr = l->vecs <= 3 ? 4 : 2;
+    /* the last vector's loads reach element vecs * 16 + k / 2 - 1 */
+    l->le = l->vecs * LANES + LANES;
+    l->span = 2 * (l->nr - 1) + l->k;
+    /* ring, zero row, scratch output row */
+    return (l->span + 1) * 2 * l->le + l->le <= S2_MAX_FLOATS;
+}
+
+static bool s2_padding_is_neutral(const float *wp, float bias, int64_t k_size)
+{
+    if (bias == 0.0f && signbit(bias))
+        return false;
+    for (int64_t i = 0; i < k_size; i++)
+        if (!isfinite(wp[i]))
+            return false;
+    return true;
+}
+
+__attribute__((target("avx512f"))) bool ld_depthwise_stride2_avx512(const float *xp,
+                                                                    const float *wp, float bias,
+                                                                    float *yp,
+                                                                    const ld_window_geom *g)
+{
+    s2_layout l;
+    if (!s2_fits(g, &l) || !s2_padding_is_neutral(wp, bias, g->k_size))
+        return false;
+    alignas(64) float buf[S2_MAX_FLOATS];
+    const int64_t row_floats = 2 * l.le, in1 = g->in[1], in2 = g->in[2], pb1 = g->pb[1];
+    float *zero = buf + l.span * row_floats, *scratch = zero + row_floats;
+    memset(zero, 0, (size_t)row_floats * sizeof *zero);
+    int64_t held[16]; /* padded row in each ring slot (span <= 2 * 3 + 5) */
+    for (int64_t i = 0; i < l.span; i++)
+        held[i] = -1;
+    const int ki = l.k == 3 ? 0 : 1;
+    for (int64_t oh0 = 0; oh0 < g->out[1]; oh0 += l.nr) {
+        const float *rows[16];
+        for (int64_t i = 0; i < l.span; i++) {
+            int64_t r = 2 * oh0 + i, ih = r - pb1, slot = r % l.span;
+            if (ih < 0 || ih >= in1) {
+                rows[i] = zero;
+                continue;
+            }
+            float *dst = buf + slot * row_floats;
+            if (held[slot] != r) {
+                int64_t ahead = ih + S2_PREFETCH_ROWS;
+                if (ahead < in1)
+                    ld_prefetch_floats(xp + ahead * in2, in2);
+                phase_row(xp + ih * in2, in2, g->pb[2], l.le, dst);
+                held[slot] = r;
+            }
+            rows[i] = dst;
+        }
+        float *yr[4];
+        for (int64_t r = 0; r < l.nr; r++)
+            yr[r] = oh0 + r < g->out[1] ? yp + (oh0 + r) * g->out[2] : scratch;
+        if (l.nr == 4) {
+            s2_four[ki][l.vecs - 1](rows, l.le, wp, bias, 0, yr, g->out[2]);
+            continue;
+        }
+        /* chunks of at most 6 vectors, as even as possible */
+        int64_t chunks = (l.vecs + 5) / 6;
+        for (int64_t c = 0, b0 = 0; c < chunks; c++) {
+            int64_t nb = (l.vecs - b0) / (chunks - c);
+            s2_two[ki][nb - 1](rows, l.le, wp, bias, b0, yr, g->out[2]);
+            b0 += nb;
+        }
+    }
+    return true;
+}
