@@ -49,26 +49,22 @@ static __mmask16 lane_bits(int64_t from, int64_t to) /* bits [from, to) of 0..15
     return (__mmask16)(to > from ? ((1u << to) - 1) & ~((1u << from) - 1) : 0);
 }
 
-/* Input row x (w floats) as padded row phases: dst[j] = padded column 2j,
- * dst[le + j] = padded column 2j + 1 (padded column q = input column q - pb),
- * zero outside the input, j in [0, le). */
-__attribute__((target("avx512f"))) static void phase_row(const float *x, int64_t w, int64_t pb,
-                                                          int64_t le, float *dst)
+/* Input row x as padded row phases: dst[j] = padded column 2j, dst[le + j] =
+ * padded column 2j + 1 (padded column q = input column q - pb), zero
+ * outside the input, j in [0, le). The 32 inputs of the phases' vector j0 /
+ * 16 are those from x - pb + 2 * j0, masks[2 * (j0 / 16) + 0 or 1] the ones
+ * inside the row (masked-off lanes are not read and load as 0). */
+__attribute__((target("avx512f"))) static void phase_row(const float *x, int64_t pb, int64_t le,
+                                                          const __mmask16 *masks, float *dst)
 {
     const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4,
                                           2, 0);
     const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5,
                                          3, 1);
-    for (int64_t j0 = 0; j0 < le; j0 += LANES) {
-        int64_t p = 2 * j0 - pb;
-        __m512 lo, hi;
-        if (p >= 0 && p + 2 * LANES <= w) {
-            lo = _mm512_loadu_ps(x + p);
-            hi = _mm512_loadu_ps(x + p + LANES);
-        } else { /* masked-off lanes are not read and load as 0 */
-            lo = _mm512_maskz_loadu_ps(lane_bits(-p, w - p), x + p);
-            hi = _mm512_maskz_loadu_ps(lane_bits(-p - LANES, w - p - LANES), x + p + LANES);
-        }
+    const float *xs = x - pb;
+    for (int64_t j0 = 0; j0 < le; j0 += LANES, masks += 2) {
+        __m512 lo = _mm512_maskz_loadu_ps(masks[0], xs + 2 * j0);
+        __m512 hi = _mm512_maskz_loadu_ps(masks[1], xs + 2 * j0 + LANES);
         _mm512_store_ps(dst + j0, _mm512_permutex2var_ps(lo, even, hi));
         _mm512_store_ps(dst + le + j0, _mm512_permutex2var_ps(lo, odd, hi));
     }
@@ -87,7 +83,7 @@ __attribute__((target("avx512f"))) static void phase_row(const float *x, int64_t
             _Pragma("GCC unroll 8") for (int b = 0; b < NB; b++) acc[r][b] =                   \
                 _mm512_set1_ps(bias);                                                          \
         const int64_t o0 = b0 * LANES;                                                         \
-        _Pragma("GCC unroll 5") for (int kh = 0; kh < K; kh++)                                 \
+        _Pragma("GCC unroll 1") for (int kh = 0; kh < K; kh++)                                 \
             _Pragma("GCC unroll 5") for (int kw = 0; kw < K; kw++)                             \
         {                                                                                      \
             const __m512 wv = _mm512_set1_ps(wp[kh * K + kw]);                                 \
@@ -175,25 +171,32 @@ __attribute__((target("avx512f"))) bool ld_depthwise_stride2_avx512(const float 
     int64_t held[16]; /* padded row in each ring slot (span <= 2 * 3 + 5) */
     for (int64_t i = 0; i < l.span; i++)
         held[i] = -1;
+    __mmask16 masks[S2_MAX_FLOATS / LANES]; /* phase_row's, two per vector of a phase */
+    for (int64_t j = 0; j < l.le / LANES; j++) {
+        int64_t p = 2 * j * LANES - g->pb[2];
+        masks[2 * j] = lane_bits(-p, in2 - p);
+        masks[2 * j + 1] = lane_bits(-p - LANES, in2 - p - LANES);
+    }
     const int ki = l.k == 3 ? 0 : 1;
-    for (int64_t oh0 = 0; oh0 < g->out[1]; oh0 += l.nr) {
+    /* ring slot of padded row r: r % span, kept as (first row's slot + i) */
+    for (int64_t oh0 = 0, slot0 = 0; oh0 < g->out[1]; oh0 += l.nr) {
         const float *rows[16];
-        for (int64_t i = 0; i < l.span; i++) {
-            int64_t r = 2 * oh0 + i, ih = r - pb1, slot = r % l.span;
+        for (int64_t i = 0, slot = slot0; i < l.span; i++, slot = slot + 1 < l.span ? slot + 1 : 0) {
+            int64_t r = 2 * oh0 + i, ih = r - pb1;
             if (ih < 0 || ih >= in1) {
                 rows[i] = zero;
                 continue;
             }
             float *dst = buf + slot * row_floats;
             if (held[slot] != r) {
-                int64_t ahead = ih + S2_PREFETCH_ROWS;
-                if (ahead < in1)
-                    ld_prefetch_floats(xp + ahead * in2, in2);
-                phase_row(xp + ih * in2, in2, g->pb[2], l.le, dst);
+                /* continues into the next plane, which usually follows */
+                ld_prefetch_floats(xp + (ih + S2_PREFETCH_ROWS) * in2, in2);
+                phase_row(xp + ih * in2, g->pb[2], l.le, masks, dst);
                 held[slot] = r;
             }
             rows[i] = dst;
         }
+        slot0 = (slot0 + 2 * l.nr) % l.span;
         float *yr[4];
         for (int64_t r = 0; r < l.nr; r++)
             yr[r] = oh0 + r < g->out[1] ? yp + (oh0 + r) * g->out[2] : scratch;
