@@ -40,7 +40,7 @@
 /* The ring of phase rows plus the zero row and the scratch output row. */
 #define S2_MAX_FLOATS 16384
 /* Input rows asked for this many padded rows ahead of the one being split. */
-#define S2_PREFETCH_ROWS 6
+#define S2_PREFETCH_ROWS 3
 
 static __mmask16 lane_bits(int64_t from, int64_t to) /* bits [from, to) of 0..15 */
 {
@@ -51,10 +51,13 @@ static __mmask16 lane_bits(int64_t from, int64_t to) /* bits [from, to) of 0..15
 
 /* Input row x as padded row phases: dst[j] = padded column 2j, dst[le + j] =
  * padded column 2j + 1 (padded column q = input column q - pb), zero
- * outside the input, j in [0, le). The 32 inputs of the phases' vector j0 /
- * 16 are those from x - pb + 2 * j0, masks[2 * (j0 / 16) + 0 or 1] the ones
- * inside the row (masked-off lanes are not read and load as 0). */
+ * outside the input, j in [0, le). The 32 inputs of the phases' vector j
+ * are those from x - pb + 32 j; vectors [whole_lo, whole_hi) load them
+ * whole, the others masked by masks[2 j + 0 or 1] to the ones inside the
+ * row (masked-off lanes are not read and load as 0): masked loads cost 1.7x
+ * plain ones here (Zen 5, in L1, unaligned). */
 __attribute__((target("avx512f"))) static void phase_row(const float *x, int64_t pb, int64_t le,
+                                                          int64_t whole_lo, int64_t whole_hi,
                                                           const __mmask16 *masks, float *dst)
 {
     const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4,
@@ -62,11 +65,18 @@ __attribute__((target("avx512f"))) static void phase_row(const float *x, int64_t
     const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5,
                                          3, 1);
     const float *xs = x - pb;
-    for (int64_t j0 = 0; j0 < le; j0 += LANES, masks += 2) {
-        __m512 lo = _mm512_maskz_loadu_ps(masks[0], xs + 2 * j0);
-        __m512 hi = _mm512_maskz_loadu_ps(masks[1], xs + 2 * j0 + LANES);
-        _mm512_store_ps(dst + j0, _mm512_permutex2var_ps(lo, even, hi));
-        _mm512_store_ps(dst + le + j0, _mm512_permutex2var_ps(lo, odd, hi));
+    for (int64_t j = 0; j < le / LANES; j++) {
+        const float *xj = xs + 2 * j * LANES;
+        __m512 lo, hi;
+        if (j >= whole_lo && j < whole_hi) {
+            lo = _mm512_loadu_ps(xj);
+            hi = _mm512_loadu_ps(xj + LANES);
+        } else {
+            lo = _mm512_maskz_loadu_ps(masks[2 * j], xj);
+            hi = _mm512_maskz_loadu_ps(masks[2 * j + 1], xj + LANES);
+        }
+        _mm512_store_ps(dst + j * LANES, _mm512_permutex2var_ps(lo, even, hi));
+        _mm512_store_ps(dst + le + j * LANES, _mm512_permutex2var_ps(lo, odd, hi));
     }
 }
 
@@ -84,16 +94,26 @@ __attribute__((target("avx512f"))) static void phase_row(const float *x, int64_t
                 _mm512_set1_ps(bias);                                                          \
         const int64_t o0 = b0 * LANES;                                                         \
         _Pragma("GCC unroll 1") for (int kh = 0; kh < K; kh++)                                 \
-            _Pragma("GCC unroll 5") for (int kw = 0; kw < K; kw++)                             \
         {                                                                                      \
-            const __m512 wv = _mm512_set1_ps(wp[kh * K + kw]);                                 \
-            const int64_t off = (kw % 2 ? le : 0) + kw / 2 + o0;                               \
+            /* opaque row pointers: loads at pointer + constant (GCC otherwise                 \
+               kept one index register per tap and ran out of them) */                         \
+            const float *ph[NR][2];                                                            \
             _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                               \
             {                                                                                  \
-                const float *x = rows[2 * r + kh] + off;                                       \
-                _Pragma("GCC unroll 8") for (int b = 0; b < NB; b++) acc[r][b] =               \
-                    _mm512_add_ps(acc[r][b],                                                   \
-                                  _mm512_mul_ps(wv, _mm512_loadu_ps(x + b * LANES)));          \
+                ph[r][0] = rows[2 * r + kh] + o0;                                              \
+                ph[r][1] = ph[r][0] + le;                                                      \
+                __asm__("" : "+r"(ph[r][0]), "+r"(ph[r][1]));                                  \
+            }                                                                                  \
+            _Pragma("GCC unroll 5") for (int kw = 0; kw < K; kw++)                             \
+            {                                                                                  \
+                const __m512 wv = _mm512_set1_ps(wp[kh * K + kw]);                             \
+                _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                           \
+                {                                                                              \
+                    const float *x = ph[r][kw % 2] + kw / 2;                                   \
+                    _Pragma("GCC unroll 8") for (int b = 0; b < NB; b++) acc[r][b] =           \
+                        _mm512_add_ps(acc[r][b],                                               \
+                                      _mm512_mul_ps(wv, _mm512_loadu_ps(x + b * LANES)));      \
+                }                                                                              \
             }                                                                                  \
         }                                                                                      \
         _Pragma("GCC unroll 8") for (int r = 0; r < NR; r++)                                   \
@@ -127,7 +147,8 @@ static const s2_fn s2_two[2][6] = {
 };
 
 typedef struct s2_layout {
-    int64_t k, nr, vecs, le, span; /* span: padded rows an NR-row group reads */
+    int64_t k, nr, vecs, le;
+    int64_t span; /* padded rows an NR-row group reads: the ring's rows */
 } s2_layout;
 
 static bool s2_fits(const ld_window_geom *g, s2_layout *l)
@@ -156,6 +177,44 @@ static bool s2_padding_is_neutral(const float *wp, float bias, int64_t k_size)
     return true;
 }
 
+/* A plane's ring of phase rows: padded rows [next - span, next) are split,
+ * row next - 1 in slot last. */
+typedef struct s2_ring {
+    const float *xp;
+    const ld_window_geom *g;
+    const s2_layout *l;
+    float *buf, *zero;
+    const __mmask16 *masks;
+    int64_t whole_lo, whole_hi; /* phase_row's */
+    int64_t next, last;
+} s2_ring;
+
+/* Splits the padded rows up to `upto` not split yet (in order, rows outside
+ * the plane taking a slot but not written) and sets rows[i] to padded row
+ * r0 + i's phases, i < span. */
+__attribute__((target("avx512f"))) static void s2_rows(s2_ring *rg, int64_t r0, int64_t upto,
+                                                       const float **rows)
+{
+    const ld_window_geom *g = rg->g;
+    const int64_t in1 = g->in[1], in2 = g->in[2], ring = rg->l->span;
+    const int64_t row_floats = 2 * rg->l->le;
+    for (; rg->next <= upto; rg->next++) {
+        rg->last = rg->last + 1 < ring ? rg->last + 1 : 0;
+        int64_t ih = rg->next - g->pb[1];
+        if (ih < 0 || ih >= in1)
+            continue;
+        /* continues into the next plane, which usually follows */
+        ld_prefetch_floats(rg->xp + (ih + S2_PREFETCH_ROWS) * in2, in2);
+        phase_row(rg->xp + ih * in2, g->pb[2], rg->l->le, rg->whole_lo, rg->whole_hi,
+                  rg->masks, rg->buf + rg->last * row_floats);
+    }
+    for (int64_t i = 0; rows && i < rg->l->span; i++) {
+        int64_t r = r0 + i, ih = r - g->pb[1], slot = rg->last - (rg->next - 1 - r);
+        slot = slot < 0 ? slot + ring : slot;
+        rows[i] = ih < 0 || ih >= in1 ? rg->zero : rg->buf + slot * row_floats;
+    }
+}
+
 __attribute__((target("avx512f"))) bool ld_depthwise_stride2_avx512(const float *xp,
                                                                     const float *wp, float bias,
                                                                     float *yp,
@@ -165,38 +224,27 @@ __attribute__((target("avx512f"))) bool ld_depthwise_stride2_avx512(const float 
     if (!s2_fits(g, &l) || !s2_padding_is_neutral(wp, bias, g->k_size))
         return false;
     alignas(64) float buf[S2_MAX_FLOATS];
-    const int64_t row_floats = 2 * l.le, in1 = g->in[1], in2 = g->in[2], pb1 = g->pb[1];
-    float *zero = buf + l.span * row_floats, *scratch = zero + row_floats;
-    memset(zero, 0, (size_t)row_floats * sizeof *zero);
-    int64_t held[16]; /* padded row in each ring slot (span <= 2 * 3 + 5) */
-    for (int64_t i = 0; i < l.span; i++)
-        held[i] = -1;
     __mmask16 masks[S2_MAX_FLOATS / LANES]; /* phase_row's, two per vector of a phase */
+    s2_ring rg = {.xp = xp, .g = g, .l = &l, .buf = buf, .masks = masks, .whole_lo = -1,
+                  .whole_hi = -1, .next = 0, .last = l.span - 1};
+    rg.zero = buf + l.span * 2 * l.le;
+    float *scratch = rg.zero + 2 * l.le;
+    memset(rg.zero, 0, (size_t)(2 * l.le) * sizeof *rg.zero);
     for (int64_t j = 0; j < l.le / LANES; j++) {
         int64_t p = 2 * j * LANES - g->pb[2];
-        masks[2 * j] = lane_bits(-p, in2 - p);
-        masks[2 * j + 1] = lane_bits(-p - LANES, in2 - p - LANES);
+        masks[2 * j] = lane_bits(-p, g->in[2] - p);
+        masks[2 * j + 1] = lane_bits(-p - LANES, g->in[2] - p - LANES);
+        if (p >= 0 && p + 2 * LANES <= g->in[2]) {
+            rg.whole_lo = rg.whole_lo < 0 ? j : rg.whole_lo;
+            rg.whole_hi = j + 1;
+        }
     }
     const int ki = l.k == 3 ? 0 : 1;
-    /* ring slot of padded row r: r % span, kept as (first row's slot + i) */
-    for (int64_t oh0 = 0, slot0 = 0; oh0 < g->out[1]; oh0 += l.nr) {
+    for (int64_t oh0 = 0; oh0 < g->out[1]; oh0 += l.nr) {
+        /* split just before their loads: splitting a group ahead (a
+           ring twice as long) measured 5-15% slower */
         const float *rows[16];
-        for (int64_t i = 0, slot = slot0; i < l.span; i++, slot = slot + 1 < l.span ? slot + 1 : 0) {
-            int64_t r = 2 * oh0 + i, ih = r - pb1;
-            if (ih < 0 || ih >= in1) {
-                rows[i] = zero;
-                continue;
-            }
-            float *dst = buf + slot * row_floats;
-            if (held[slot] != r) {
-                /* continues into the next plane, which usually follows */
-                ld_prefetch_floats(xp + (ih + S2_PREFETCH_ROWS) * in2, in2);
-                phase_row(xp + ih * in2, g->pb[2], l.le, masks, dst);
-                held[slot] = r;
-            }
-            rows[i] = dst;
-        }
-        slot0 = (slot0 + 2 * l.nr) % l.span;
+        s2_rows(&rg, 2 * oh0, 2 * oh0 + l.span - 1, rows);
         float *yr[4];
         for (int64_t r = 0; r < l.nr; r++)
             yr[r] = oh0 + r < g->out[1] ? yp + (oh0 + r) * g->out[2] : scratch;
