@@ -51,13 +51,15 @@ static __mmask16 lane_bits(int64_t from, int64_t to) /* bits [from, to) of 0..15
 
 /* Input row x as padded row phases: dst[j] = padded column 2j, dst[le + j] =
  * padded column 2j + 1 (padded column q = input column q - pb), zero
- * outside the input, j in [0, le). The 32 inputs of the phases' vector j
- * are those from x - pb + 32 j; vectors [whole_lo, whole_hi) load them
+ * outside the input, j in [0, le). Writes the vectors j < live (the
+ * others hold no input: zero once per plane). The 32 inputs of the
+ * phases' vector j are those from x - pb + 32 j; vectors [whole_lo, whole_hi) load them
  * whole, the others masked by masks[2 j + 0 or 1] to the ones inside the
  * row (masked-off lanes are not read and load as 0): masked loads cost 1.7x
  * plain ones here (Zen 5, in L1, unaligned). */
 __attribute__((target("avx512f"))) static void phase_row(const float *x, int64_t pb, int64_t le,
-                                                          int64_t whole_lo, int64_t whole_hi,
+                                                          int64_t live, int64_t whole_lo,
+                                                          int64_t whole_hi,
                                                           const __mmask16 *masks, float *dst)
 {
     const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4,
@@ -65,7 +67,7 @@ __attribute__((target("avx512f"))) static void phase_row(const float *x, int64_t
     const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5,
                                          3, 1);
     const float *xs = x - pb;
-    for (int64_t j = 0; j < le / LANES; j++) {
+    for (int64_t j = 0; j < live; j++) {
         const float *xj = xs + 2 * j * LANES;
         __m512 lo, hi;
         if (j >= whole_lo && j < whole_hi) {
@@ -185,7 +187,7 @@ typedef struct s2_ring {
     const s2_layout *l;
     float *buf, *zero;
     const __mmask16 *masks;
-    int64_t whole_lo, whole_hi; /* phase_row's */
+    int64_t live, whole_lo, whole_hi; /* phase_row's */
     int64_t next, last;
 } s2_ring;
 
@@ -205,7 +207,7 @@ __attribute__((target("avx512f"))) static void s2_rows(s2_ring *rg, int64_t r0, 
             continue;
         /* continues into the next plane, which usually follows */
         ld_prefetch_floats(rg->xp + (ih + S2_PREFETCH_ROWS) * in2, in2);
-        phase_row(rg->xp + ih * in2, g->pb[2], rg->l->le, rg->whole_lo, rg->whole_hi,
+        phase_row(rg->xp + ih * in2, g->pb[2], rg->l->le, rg->live, rg->whole_lo, rg->whole_hi,
                   rg->masks, rg->buf + rg->last * row_floats);
     }
     for (int64_t i = 0; rows && i < rg->l->span; i++) {
@@ -225,8 +227,8 @@ __attribute__((target("avx512f"))) bool ld_depthwise_stride2_avx512(const float 
         return false;
     alignas(64) float buf[S2_MAX_FLOATS];
     __mmask16 masks[S2_MAX_FLOATS / LANES]; /* phase_row's, two per vector of a phase */
-    s2_ring rg = {.xp = xp, .g = g, .l = &l, .buf = buf, .masks = masks, .whole_lo = -1,
-                  .whole_hi = -1, .next = 0, .last = l.span - 1};
+    s2_ring rg = {.xp = xp, .g = g, .l = &l, .buf = buf, .masks = masks, .live = 0,
+                  .whole_lo = -1, .whole_hi = -1, .next = 0, .last = l.span - 1};
     rg.zero = buf + l.span * 2 * l.le;
     float *scratch = rg.zero + 2 * l.le;
     memset(rg.zero, 0, (size_t)(2 * l.le) * sizeof *rg.zero);
@@ -234,11 +236,17 @@ __attribute__((target("avx512f"))) bool ld_depthwise_stride2_avx512(const float 
         int64_t p = 2 * j * LANES - g->pb[2];
         masks[2 * j] = lane_bits(-p, g->in[2] - p);
         masks[2 * j + 1] = lane_bits(-p - LANES, g->in[2] - p - LANES);
+        if (masks[2 * j] | masks[2 * j + 1])
+            rg.live = j + 1;
         if (p >= 0 && p + 2 * LANES <= g->in[2]) {
             rg.whole_lo = rg.whole_lo < 0 ? j : rg.whole_lo;
             rg.whole_hi = j + 1;
         }
     }
+    /* the phases' vectors past the input: 1 of 3 on det's 40-wide rows */
+    for (int64_t i = 0; i < 2 * l.span; i++)
+        memset(buf + i * l.le + rg.live * LANES, 0,
+               (size_t)(l.le - rg.live * LANES) * sizeof *buf);
     const int ki = l.k == 3 ? 0 : 1;
     for (int64_t oh0 = 0; oh0 < g->out[1]; oh0 += l.nr) {
         /* split just before their loads: splitting a group ahead (a
