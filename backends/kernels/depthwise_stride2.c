@@ -13,10 +13,11 @@
  *
  * How. Each padded input row is read once and split into its even and odd
  * columns (two loads, two permutes, two stores per 32 floats), zero padding
- * included, into a ring of rows on the stack: output ow's tap kw is then
- * element ow + kw / 2 of the row's phase kw % 2, a plain unaligned load.
- * depthwise.c's stride-2 blocks load two vectors and permute per tap and
- * output vector (three times the load and shuffle work of the taps), and its
+ * included, into a ring of rows on the stack (the rows one group of output
+ * rows reads; phase vectors past the input are zeroed once per plane):
+ * output ow's tap kw is then element ow + kw / 2 of the row's phase kw % 2,
+ * one plain load. depthwise.c's stride-2 blocks load two vectors and
+ * permute them per tap and output vector, and its
  * masked edge blocks and narrow-plane copy (a memset and a copy of the whole
  * plane) cost more than the taps on det's narrow planes. Rows outside the
  * plane are one shared zero row. NR output rows (2 or 4) x NB vectors (1-6)
@@ -25,11 +26,31 @@
  * output row computed into a scratch row; weights are broadcast once per tap
  * and NR * NB vectors.
  *
- * Measured on the Zen 5 (2 vCPUs shared with other agents; /work/notes
- * dw_harness, 1 thread, CPU time, best of 30, warm input; the figures and
- * what was tried are in docs/architecture.md under the depthwise kernels). */
+ * Measured on the Zen 5 (2 vCPUs shared with other agents, ~3.5 GHz):
+ * - A 512-bit load that crosses a cache line issues at half rate (1 per
+ *   cycle against 2: a microbenchmark of load, multiply, add), so the
+ *   phase rows are 64-byte aligned and 2 of 3 taps (3x3; 2 of 5 at 5x5) load
+ *   aligned; taps kw >= 2 (element + 1 or + 2) do not. The row split's input
+ *   loads are misaligned when pb is odd (det's 3x3) and stream from L2/L3 at
+ *   half speed; taking them from aligned loads costs two more permutes per
+ *   32 floats, and that was slower (det's 320x320 planes 0.44 -> 0.46 ms,
+ *   160x160 0.162 -> 0.176): the permutes, not the loads, bound the split.
+ * - GCC (12), with the kernel rows unrolled, saw rows shared by two output
+ *   rows (2 r + kh) load the same vectors, kept them live and spilled; with
+ *   row pointers it kept one index register per tap and moved them through
+ *   vector registers. Hence the kh loop stays rolled and the row pointers
+ *   are opaque (loads at pointer + constant).
+ * - Splitting the next group's rows ahead of the current group's taps (a
+ *   ring twice as long) measured 5-15% slower.
+ * Harness (/work/notes/dw_harness.c: 1 thread, CPU time, best of 30, warm
+ * input; old and new interleaved, medians of 9 rounds), depthwise.c's
+ * stride-2 blocks -> this file: 32 planes 320x320 3x3 0.56 -> 0.41 ms, 48
+ * planes 160x160 3x3 0.28 -> 0.15, 96 planes 80x80 3x3 0.18 -> 0.094, 192
+ * planes 40x40 5x5 0.19 -> 0.12. With 96 MB flushed before each pass (input
+ * from memory; medians of 5): 1.01 -> 0.79, 0.41 -> 0.26, 0.29 -> 0.16,
+ * 0.27 -> 0.14. The 320-wide layer stays the slowest per float: its split
+ * (two rows of 20 cache lines per output row) streams from L3 or memory. */
 #include "backends/kernels/depthwise.h"
-#include "backends/kernels/conv_common.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -40,10 +61,12 @@
 /* The ring of phase rows plus the zero row and the scratch output row. */
 #define S2_MAX_FLOATS 16384
 /* The split asks for the input this many rows ahead, two lines per vector
- * pair, in its own loop; it continues into the next plane, which usually
- * follows (prefetches never fault). Det's 32 planes of 320x320 come from
- * L3: 0.59 -> 0.48 ms against a separate prefetch loop per row (harness,
- * interleaved, medians of 9); 2, 3 or 5 rows ahead measured alike. */
+ * pair, in its own loop; past the plane's last row it asks for the next
+ * plane's first rows, which usually follow (prefetches never fault). Det's
+ * 32 planes of 320x320 from L3: 0.59 -> 0.48 ms against a separate
+ * prefetch loop per row (harness, interleaved, medians of 9); 2, 3, 5 or 6
+ * rows ahead, and a second prefetch to L2 further ahead, measured alike
+ * (warm and flushed). */
 #define S2_PREFETCH_ROWS 3
 
 static __mmask16 lane_bits(int64_t from, int64_t to) /* bits [from, to) of 0..15 */
