@@ -8,7 +8,9 @@
  * inside the input in kernel order, float multiply then float add, padding
  * taps skipped (so infinite weights next to padding, NaN inputs and a -0
  * bias behave as in the portable kernel). NaN results must be NaN (their
- * payload may differ). Also checks the level switch and that the dispatch
+ * payload may differ). The AVX-512 stride-2 kernel (depthwise_stride2.c) is
+ * also checked on its own: which planes it takes and declines. Also checks
+ * the level switch and that the dispatch
  * (ld_depthwise_plane_f32_fast) runs the forced level. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -249,6 +251,129 @@ static void test_wide_stride2_planes(void **state)
     }
 }
 
+/* A 2-D geometry: in x in, k x k, stride s, padding pb/pe on both axes
+ * (pb2/pe2 horizontally). */
+static ld_window_geom geom2d(int64_t in1, int64_t in2, int64_t k, int64_t s, int64_t pb1,
+                             int64_t pe1, int64_t pb2, int64_t pe2)
+{
+    ld_window_geom g = {.nd = 2};
+    for (int d = 0; d < 3; d++)
+        g.in[d] = g.out[d] = g.k[d] = g.s[d] = g.d[d] = 1;
+    g.in[1] = in1;
+    g.in[2] = in2;
+    g.k[1] = g.k[2] = k;
+    g.s[1] = g.s[2] = s;
+    g.pb[1] = pb1;
+    g.pe[1] = pe1;
+    g.pb[2] = pb2;
+    g.pe[2] = pe2;
+    for (int d = 1; d < 3; d++)
+        g.out[d] = (g.in[d] + g.pb[d] + g.pe[d] - g.k[d]) / g.s[d] + 1;
+    g.in_size = g.in[1] * g.in[2];
+    g.out_size = g.out[1] * g.out[2];
+    g.k_size = k * k;
+    return g;
+}
+
+/* The stride-2 phase-row kernel (depthwise_stride2.c) on its own: it must
+ * take the planes it is for (returns true) and give the reference's bits,
+ * with the plane at every float offset from a 64-byte boundary (its row
+ * split loads whole vectors in the middle of a row and masked ones at the
+ * ends), and decline (false, nothing written) a -0 bias or an infinite
+ * weight, whose padding taps are not neutral. */
+static void check_stride2_direct(const ld_window_geom *g, int offset, int special)
+{
+    /* rounded up: aligned_alloc wants a multiple of the alignment (reads
+       past the plane are caught by check_case's exact-size mallocs) */
+    size_t bytes = ((size_t)(g->in_size + 16) * sizeof(float) + 63) / 64 * 64;
+    float *block = aligned_alloc(64, bytes);
+    float *w = malloc((size_t)g->k_size * sizeof *w);
+    float *want = malloc((size_t)g->out_size * sizeof *want);
+    float *got = malloc((size_t)g->out_size * sizeof *got);
+    assert_true(block && w && want && got);
+    float *x = block + offset;
+    for (int64_t i = 0; i < g->in_size; i++) {
+        x[i] = (float)(uniform() * 2 - 1);
+        if (special == 2 && uniform() < 0.03)
+            x[i] = uniform() < 0.3 ? -0.0f : uniform() < 0.5 ? NAN : INFINITY;
+    }
+    for (int64_t i = 0; i < g->k_size; i++)
+        w[i] = (float)(uniform() * 2 - 1);
+    float bias = special == 1 ? -0.0f : special == 3 ? 0.0f : (float)uniform();
+    if (special == 4)
+        w[g->k_size - 1] = -INFINITY;
+    plain_plane(x, w, bias, want, g);
+    for (int64_t i = 0; i < g->out_size; i++)
+        got[i] = -1234.5f;
+    bool took = ld_depthwise_stride2_avx512(x, w, bias, got, g);
+    if (special == 1 || special == 4) { /* padding not neutral: declined */
+        assert_false(took);
+        for (int64_t i = 0; i < g->out_size; i++)
+            assert_true(got[i] == -1234.5f);
+    } else {
+        assert_true(took);
+        for (int64_t i = 0; i < g->out_size; i++) {
+            if (isnan(want[i]) && isnan(got[i]))
+                continue;
+            if (memcmp(&want[i], &got[i], sizeof got[i]) != 0)
+                fail_msg("stride2 output %lld: %a, expected %a (in %lldx%lld, k %lld, pad "
+                         "%lld/%lld %lld/%lld, offset %d)", (long long)i, got[i], want[i],
+                         (long long)g->in[1], (long long)g->in[2], (long long)g->k[2],
+                         (long long)g->pb[1], (long long)g->pe[1], (long long)g->pb[2],
+                         (long long)g->pe[2], offset);
+        }
+    }
+    free(block);
+    free(w);
+    free(want);
+    free(got);
+}
+
+static void test_stride2_phase_rows(void **state)
+{
+    (void)state;
+    if (!ld_depthwise_level_supported(LD_DEPTHWISE_AVX512)) {
+        print_message("  skipped: no AVX-512\n");
+        return;
+    }
+    /* det's four stride-2 layers, "same" padding, a few planes each, through
+       the dispatch and the kernel (check_case) and on their own */
+    const int64_t det[4][2] = {{320, 3}, {160, 3}, {80, 3}, {40, 5}};
+    for (int i = 0; i < 4; i++) {
+        int64_t w = det[i][0], k = det[i][1];
+        ld_window_geom g = geom2d(w, w, k, 2, k / 2, k / 2, k / 2, k / 2);
+        for (int special = 0; special < 4; special++)
+            check_case(&g, special, LD_DEPTHWISE_AVX512);
+        check_stride2_direct(&g, 0, 0);
+        check_stride2_direct(&g, 1, 2);
+    }
+    /* widths around 16 and 32 (one phase vector: 32 inputs), odd heights,
+       every padding from 0 to 3 on each side, the plane at every offset
+       from a 64-byte boundary, NaN, inf and -0 inputs, bias 0 and -0, an
+       infinite weight */
+    const int64_t widths[] = {1, 2, 3, 5, 15, 16, 17, 31, 32, 33, 34, 47, 63, 64, 65, 66, 95,
+                              96, 97, 129, 191, 193, 200};
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        for (int64_t k = 3; k <= 5; k += 2)
+            for (int it = 0; it < 6; it++) {
+                int64_t in1 = pick(1, 13);
+                ld_window_geom g = geom2d(in1, widths[i], k, 2, pick(0, 3), pick(0, 3),
+                                          pick(0, 3), pick(0, 3));
+                if (g.in[1] + g.pb[1] + g.pe[1] < k || g.in[2] + g.pb[2] + g.pe[2] < k)
+                    continue;
+                check_stride2_direct(&g, (int)pick(0, 15), it % 5);
+                check_case(&g, it % 4, LD_DEPTHWISE_AVX512);
+            }
+    /* planes it does not take: decline, writing nothing */
+    float x[64] = {0}, wt[25] = {0}, y = -1.0f;
+    ld_window_geom s1 = geom2d(8, 8, 3, 1, 1, 1, 1, 1), k7 = geom2d(8, 8, 7, 2, 3, 3, 3, 3);
+    assert_false(ld_depthwise_stride2_avx512(x, wt, 1.0f, &y, &s1));
+    assert_false(ld_depthwise_stride2_avx512(x, wt, 1.0f, &y, &k7));
+    ld_window_geom wide = geom2d(2, 20000, 3, 2, 1, 1, 1, 1); /* ring too long for the stack */
+    assert_false(ld_depthwise_stride2_avx512(x, wt, 1.0f, &y, &wide));
+    assert_true(y == -1.0f);
+}
+
 static void test_level_switch(void **state)
 {
     (void)state;
@@ -308,6 +433,7 @@ int main(void)
         cmocka_unit_test(test_random_geometries_match_bit_for_bit),
         cmocka_unit_test(test_paddleocr_shapes),
         cmocka_unit_test(test_wide_stride2_planes),
+        cmocka_unit_test(test_stride2_phase_rows),
         cmocka_unit_test(test_fits_limits_the_mask_table),
         cmocka_unit_test(test_level_switch),
     };

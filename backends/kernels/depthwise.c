@@ -478,6 +478,8 @@ __attribute__((target("avx512f"))) void ld_depthwise_plane_f32_avx512(const floa
                                                                       float bias, float *yp,
                                                                       const ld_window_geom *g)
 {
+    if (ld_depthwise_stride2_avx512(xp, wp, bias, yp, g)) /* depthwise_stride2.c */
+        return;
     padded_plane pp;
     if (padded_layout(g, &pp) && padding_is_neutral(wp, bias, g->k_size)) {
         padded_plane_run(xp, wp, bias, yp, g, &pp);

@@ -23,6 +23,13 @@ bool ld_depthwise_avx512_fits(const ld_window_geom *g);
 void ld_depthwise_plane_f32_avx512(const float *xp, const float *wp, float bias, float *yp,
                                    const ld_window_geom *g);
 
+/* Its stride-2 planes from even/odd phase rows (depthwise_stride2.c): 2-D,
+ * 3x3 or 5x5, stride 2, no dilation, finite weights and a bias that is not
+ * -0. Computes the plane, with the same contract, and returns true; false,
+ * writing nothing, for a plane it does not take. Only on AVX-512 CPUs. */
+bool ld_depthwise_stride2_avx512(const float *xp, const float *wp, float bias, float *yp,
+                                 const ld_window_geom *g);
+
 /* The AVX2 kernel (8 lanes): the same contract as the AVX-512 one. Only
  * call it when ld_depthwise_level_supported(LD_DEPTHWISE_AVX2) and
  * ld_depthwise_avx2_fits(g) (output width / 8 x kernel width <= 4096). */
