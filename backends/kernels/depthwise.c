@@ -16,6 +16,23 @@
  * are computed one at a time in the same order. Strides: 1 loads
  * contiguously, 2 takes the even elements of two loads, larger ones gather.
  *
+ * Stride 1, 3x3 and 5x5 with K/2 columns of left padding and neutral
+ * padding (padding_is_neutral: finite weights, bias not -0), which are all
+ * of det's stride-1 layers, slide rows instead (slide##K##x##NB): each
+ * input row is loaded once per 16 columns, its K column shifts are built
+ * with valignd and each shift feeds the K output rows that row reaches,
+ * K x NB sums held in registers across the plane. The blocks it replaced
+ * (FULL rows of a zero-padded copy, or row3_s1 and masked edges) ran ~1.3
+ * cycles per tap vector on the Zen 5 against ~0.5 for the adders, likely
+ * because every tap was an unaligned 64-byte load (4 of 5 columns split
+ * cache lines); these run ~1 (the 25 weights of 5x5 come from memory, and
+ * the 20-wide rows waste 12 of 32 lanes).
+ * Harness (/work/notes/dw_harness.c), 1 thread, CPU time, best of 20,
+ * interleaved, Zen 5: 384 planes 20x20 5x5 0.19 -> 0.11 ms, 192 40x40 5x5
+ * 0.29 -> 0.15, 96 80x80 3x3 0.27 -> 0.12, 48 160x160 3x3 0.40 -> 0.25,
+ * 16 320x320 3x3 0.53 -> 0.35 (these two read and write 10-13 MB a
+ * layer). The other paths stay for other geometries and special values.
+ *
  * depthwise_avx2.c is the 8-lane port for AVX2 CPUs; this file also holds
  * the dispatch (AVX-512 > AVX2 > conv.c's loop) and its test switch. On
  * Zen 3, AVX2, det's 14 depthwise nodes (1 thread, per-node profile,
