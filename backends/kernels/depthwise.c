@@ -27,11 +27,12 @@
  * because every tap was an unaligned 64-byte load (4 of 5 columns split
  * cache lines); these run ~1 (the 25 weights of 5x5 come from memory, and
  * the 20-wide rows waste 12 of 32 lanes).
- * Harness (/work/notes/dw_harness.c), 1 thread, CPU time, best of 20,
- * interleaved, Zen 5: 384 planes 20x20 5x5 0.19 -> 0.11 ms, 192 40x40 5x5
- * 0.29 -> 0.15, 96 80x80 3x3 0.27 -> 0.12, 48 160x160 3x3 0.40 -> 0.25,
- * 16 320x320 3x3 0.53 -> 0.35 (these two read and write 10-13 MB a
- * layer). The other paths stay for other geometries and special values.
+ * Harness (/work/notes/dw_harness.c), 1 thread, CPU time, medians of 7
+ * interleaved best-of-30, Zen 5: 384 planes 20x20 5x5 0.18 -> 0.096 ms,
+ * 192 40x40 5x5 0.29 -> 0.13, 96 80x80 3x3 0.26 -> 0.085, 48 160x160 3x3
+ * 0.40 -> 0.23, 16 320x320 3x3 0.48 -> 0.31 (these two read and write
+ * 10-13 MB a layer). The other paths stay for other geometries and special
+ * values.
  *
  * depthwise_avx2.c is the 8-lane port for AVX2 CPUs; this file also holds
  * the dispatch (AVX-512 > AVX2 > conv.c's loop) and its test switch. On
@@ -557,8 +558,8 @@ shifted(__m512 lo, __m512 mid, __m512 hi, int t) /* x[16b + lane + t], t in [-2,
             }                                                                                  \
     } while (0)
 
-#define DEFINE_SLIDE(K, NB)                                                                    \
-    __attribute__((target("avx512f"))) static void slide##K##x##NB(                            \
+#define DEFINE_SLIDE(K, NB, ...)                                                               \
+    __attribute__((target("avx512f") __VA_ARGS__)) static void slide##K##x##NB(                \
         const float *restrict xp, const float *restrict wp, float bias,                        \
         const ld_window_geom *restrict g, int64_t o_lo, int64_t o_hi, int64_t b0,              \
         float *restrict yp)                                                                    \
@@ -585,15 +586,24 @@ shifted(__m512 lo, __m512 mid, __m512 hi, int t) /* x[16b + lane + t], t in [-2,
                     SLIDE_ROW(K, NB, 1);                                                       \
             }                                                                                  \
     }
-DEFINE_SLIDE(3, 1)
-DEFINE_SLIDE(3, 2)
-DEFINE_SLIDE(3, 3)
-DEFINE_SLIDE(3, 4)
-DEFINE_SLIDE(3, 5)
-DEFINE_SLIDE(5, 1)
-DEFINE_SLIDE(5, 2)
-DEFINE_SLIDE(5, 3)
-DEFINE_SLIDE(5, 4)
+/* 5x5: GCC's scheduling before register allocation (off at -O2) interleaves
+ * the sums' chains; det's 20x20 layer 0.111 -> 0.096 ms (harness, medians
+ * of 9 interleaved), the 40x40 one unchanged; 3x3 measured a little slower
+ * with it. Clang does not know the attribute. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define SLIDE5_ATTR , optimize("schedule-insns", "sched-pressure")
+#else
+#define SLIDE5_ATTR
+#endif
+DEFINE_SLIDE(3, 1, )
+DEFINE_SLIDE(3, 2, )
+DEFINE_SLIDE(3, 3, )
+DEFINE_SLIDE(3, 4, )
+DEFINE_SLIDE(3, 5, )
+DEFINE_SLIDE(5, 1, SLIDE5_ATTR)
+DEFINE_SLIDE(5, 2, SLIDE5_ATTR)
+DEFINE_SLIDE(5, 3, SLIDE5_ATTR)
+DEFINE_SLIDE(5, 4, SLIDE5_ATTR)
 
 typedef void (*slide_fn)(const float *, const float *, float, const ld_window_geom *, int64_t,
                          int64_t, int64_t, float *);
