@@ -374,6 +374,67 @@ static void test_stride2_phase_rows(void **state)
     assert_true(y == -1.0f);
 }
 
+/* Stride 1, 3x3 and 5x5, K/2 columns of left padding: the sliding-rows
+ * kernel of depthwise.c (AVX-512) when the padding is neutral, the other
+ * paths when not (special 1: -0 bias, infinite weights). det's shapes
+ * (20, 40, 80, 160 wide), odd heights, heights below the row-slot count
+ * and below the kernel, rows padded above and below by 0..K-1, right
+ * padding 0..K-1, and planes tall and wide enough to be cut into row
+ * bands (320 and 1000 wide). */
+static void test_stride1_sliding_rows(void **state)
+{
+    (void)state;
+    const int64_t heights[] = {1, 2, 3, 4, 5, 6, 7, 9, 13, 20, 21, 40, 80};
+    const int64_t widths[] = {1, 3, 15, 16, 17, 20, 31, 33, 40, 64, 80, 81, 160};
+    for (size_t l = 0; l < N_LEVELS; l++) {
+        if (!ld_depthwise_level_supported(kernel_levels[l]))
+            continue;
+        int n = 0;
+        for (int64_t k = 3; k <= 5; k += 2)
+            for (size_t hi = 0; hi < sizeof heights / sizeof heights[0]; hi++)
+                for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++, n++) {
+                    ld_window_geom g = {.nd = 2};
+                    for (int d = 0; d < 3; d++)
+                        g.in[d] = g.out[d] = g.k[d] = g.s[d] = g.d[d] = 1;
+                    g.in[1] = heights[hi];
+                    g.in[2] = widths[wi];
+                    g.k[1] = g.k[2] = k;
+                    g.pb[2] = k / 2;
+                    bool same = n % 3 != 0; /* else random vertical and right padding */
+                    g.pb[1] = same ? k / 2 : pick(0, k - 1);
+                    g.pe[1] = same ? k / 2 : pick(0, k - 1);
+                    g.pe[2] = same ? k / 2 : pick(0, k - 1);
+                    bool ok = true;
+                    for (int d = 1; d < 3; d++) {
+                        ok = ok && g.in[d] + g.pb[d] + g.pe[d] >= k;
+                        g.out[d] = ok ? g.in[d] + g.pb[d] + g.pe[d] - k + 1 : 1;
+                    }
+                    if (!ok)
+                        continue;
+                    g.in_size = g.in[1] * g.in[2];
+                    g.out_size = g.out[1] * g.out[2];
+                    g.k_size = k * k;
+                    check_case(&g, n % 4, kernel_levels[l]);
+                }
+        /* wide planes: several strips of blocks */
+        for (int it = 0; it < 8; it++) {
+            int64_t k = it % 2 ? 5 : 3;
+            ld_window_geom g = {.nd = 2};
+            for (int d = 0; d < 3; d++)
+                g.in[d] = g.out[d] = g.k[d] = g.s[d] = g.d[d] = 1;
+            g.in[1] = it < 4 ? 61 + it : 17 + it;
+            g.in[2] = it < 4 ? 320 : 1000;
+            g.k[1] = g.k[2] = k;
+            g.pb[1] = g.pb[2] = g.pe[1] = g.pe[2] = k / 2;
+            for (int d = 1; d < 3; d++)
+                g.out[d] = g.in[d];
+            g.in_size = g.out_size = g.in[1] * g.in[2];
+            g.k_size = k * k;
+            check_case(&g, it % 4, kernel_levels[l]);
+        }
+    }
+}
+
 static void test_level_switch(void **state)
 {
     (void)state;
@@ -434,6 +495,7 @@ int main(void)
         cmocka_unit_test(test_paddleocr_shapes),
         cmocka_unit_test(test_wide_stride2_planes),
         cmocka_unit_test(test_stride2_phase_rows),
+        cmocka_unit_test(test_stride1_sliding_rows),
         cmocka_unit_test(test_fits_limits_the_mask_table),
         cmocka_unit_test(test_level_switch),
     };

@@ -16,6 +16,24 @@
  * are computed one at a time in the same order. Strides: 1 loads
  * contiguously, 2 takes the even elements of two loads, larger ones gather.
  *
+ * Stride 1, 3x3 and 5x5 with K/2 columns of left padding and neutral
+ * padding (padding_is_neutral: finite weights, bias not -0), which are all
+ * of det's stride-1 layers, slide rows instead (slide##K##x##NB): each
+ * input row is loaded once per 16 columns, its K column shifts are built
+ * with valignd and each shift feeds the K output rows that row reaches,
+ * K x NB sums held in registers across the plane. The blocks it replaced
+ * (FULL rows of a zero-padded copy, or row3_s1 and masked edges) ran ~1.3
+ * cycles per tap vector on the Zen 5 against ~0.5 for the adders, likely
+ * because every tap was an unaligned 64-byte load (4 of 5 columns split
+ * cache lines); these run ~1 (the 25 weights of 5x5 come from memory, and
+ * the 20-wide rows waste 12 of 32 lanes).
+ * Harness (/work/notes/dw_harness.c), 1 thread, CPU time, medians of 7
+ * interleaved best-of-30, Zen 5: 384 planes 20x20 5x5 0.18 -> 0.096 ms,
+ * 192 40x40 5x5 0.29 -> 0.13, 96 80x80 3x3 0.26 -> 0.085, 48 160x160 3x3
+ * 0.40 -> 0.23, 16 320x320 3x3 0.48 -> 0.31 (these two read and write
+ * 10-13 MB a layer). The other paths stay for other geometries and special
+ * values.
+ *
  * depthwise_avx2.c is the 8-lane port for AVX2 CPUs; this file also holds
  * the dispatch (AVX-512 > AVX2 > conv.c's loop) and its test switch. On
  * Zen 3, AVX2, det's 14 depthwise nodes (1 thread, per-node profile,
@@ -458,6 +476,176 @@ padded_plane_run(const float *xp, const float *wp, float bias, float *yp,
     }
 }
 
+/* --- stride 1, sliding rows -----------------------------------------------------------
+ * Stride 1, no dilation, a KxK kernel (3 or 5) with K/2 columns of padding
+ * on the left, whose padding is neutral (padding_is_neutral): the plane is
+ * walked one input row at a time, and each input row is added into the K
+ * output rows it reaches (output row o takes kernel row kh = v + pb - o of
+ * input row v). Per input row and block of 16 columns the row is loaded
+ * once (unaligned, masked at the right edge: the lanes past the row read
+ * zero) and the K column shifts are built with valignd from it and its
+ * neighbours (zero outside the row), so each shifted vector feeds K
+ * multiply-adds instead of one load each. Output rows live in K slots
+ * (slot (o - pb) mod K), the row loop unrolled K times so that the slots
+ * are registers. Per output its taps arrive in (kh, kw) order: kh grows
+ * with v, kw is the inner order within a row. Padding taps are zero lanes
+ * or skipped rows, the same bits when the padding is neutral. */
+__attribute__((target("avx512f"), always_inline)) static inline __m512
+shifted(__m512 lo, __m512 mid, __m512 hi, int t) /* x[16b + lane + t], t in [-2, 2] */
+{
+    switch (t) {
+    case -2:
+        return _mm512_castsi512_ps(
+            _mm512_alignr_epi32(_mm512_castps_si512(mid), _mm512_castps_si512(lo), 14));
+    case -1:
+        return _mm512_castsi512_ps(
+            _mm512_alignr_epi32(_mm512_castps_si512(mid), _mm512_castps_si512(lo), 15));
+    case 1:
+        return _mm512_castsi512_ps(
+            _mm512_alignr_epi32(_mm512_castps_si512(hi), _mm512_castps_si512(mid), 1));
+    case 2:
+        return _mm512_castsi512_ps(
+            _mm512_alignr_epi32(_mm512_castps_si512(hi), _mm512_castps_si512(mid), 2));
+    default:
+        return mid;
+    }
+}
+
+/* Output rows [o_lo, o_hi) x columns [16 * b0, 16 * (b0 + NB)) of a plane,
+ * K 3 or 5: K * NB independent sums. v walks the input rows from o_lo - pb
+ * (negative: padding, no adds); slot (v - vs - kh) mod K holds output
+ * v + pb - kh. The first and last K - 1 rows reach outputs outside the
+ * range: SLIDE_ROW(.., 1) checks each kernel row there, (.., 0) runs in
+ * between. Full blocks load and store unmasked (the masked ones stood out in
+ * profiles of det's 320-wide layer on the Zen 5). With 15 or
+ * more sums GCC emits each sum's K adds of a row back to back, one chain
+ * at a time (det's 40-wide 5x5 layer 0.175 ms); the empty asm after each
+ * add keeps the source order, every sum advancing by one tap in turn
+ * (0.150 ms); with fewer sums it measured slightly slower. */
+#define SLIDE_ROW(K, NB, CHECKED)                                                              \
+    do {                                                                                       \
+        if (v > vs) /* output v + pb starts: its slot held output v + pb - K */                \
+            _Pragma("GCC unroll 8") for (int b = 0; b < NB; b++) acc[u][b] =                   \
+                _mm512_set1_ps(bias);                                                          \
+        if (v >= 0 && v < in1) {                                                               \
+            const float *xr = xp + v * in2 + (b0 - 1) * LANES;                                 \
+            __m512 a[NB + 2];                                                                  \
+            _Pragma("GCC unroll 8") for (int j = 0; j < NB + 2; j++) a[j] =                    \
+                lm[j] == 0xFFFF ? _mm512_loadu_ps(xr + j * LANES)                              \
+                                : _mm512_maskz_loadu_ps(lm[j], xr + j * LANES);                \
+            _Pragma("GCC unroll 8") for (int kw = 0; kw < K; kw++)                             \
+                _Pragma("GCC unroll 8") for (int b = 0; b < NB; b++) {                         \
+                    __m512 xs = shifted(a[b], a[b + 1], a[b + 2], kw - K / 2);                 \
+                    _Pragma("GCC unroll 8") for (int kh = 0; kh < K; kh++) {                   \
+                        if (CHECKED && (v + pb - kh < o_lo || v + pb - kh >= o_hi))            \
+                            continue;                                                          \
+                        __m512 t = _mm512_mul_ps(_mm512_set1_ps(wp[kh * K + kw]), xs);         \
+                        __m512 *ac = &acc[(u - kh + K) % K][b];                                \
+                        *ac = _mm512_add_ps(*ac, t);                                           \
+                        if (K * NB >= 15)                                                      \
+                            __asm__("" : "+v"(*ac));                                           \
+                    }                                                                          \
+                }                                                                              \
+        }                                                                                      \
+        int64_t o = v + pb - (K - 1); /* complete after this row */                            \
+        if (o >= o_lo && o < o_hi)                                                             \
+            _Pragma("GCC unroll 8") for (int b = 0; b < NB; b++) {                             \
+                float *y = yp + o * out2 + (b0 + b) * LANES;                                   \
+                if (sm[b] == 0xFFFF) /* masked stores are slow on the Zen 5 */                 \
+                    _mm512_storeu_ps(y, acc[(u + 1) % K][b]);                                  \
+                else                                                                           \
+                    _mm512_mask_storeu_ps(y, sm[b], acc[(u + 1) % K][b]);                      \
+            }                                                                                  \
+    } while (0)
+
+#define DEFINE_SLIDE(K, NB, ...)                                                               \
+    __attribute__((target("avx512f") __VA_ARGS__)) static void slide##K##x##NB(                \
+        const float *restrict xp, const float *restrict wp, float bias,                        \
+        const ld_window_geom *restrict g, int64_t o_lo, int64_t o_hi, int64_t b0,              \
+        float *restrict yp)                                                                    \
+    {                                                                                          \
+        const int64_t in1 = g->in[1], in2 = g->in[2], out2 = g->out[2], pb = g->pb[1];         \
+        const int64_t vs = o_lo - pb, v_end = o_hi - pb + K - 1;                               \
+        __mmask16 lm[NB + 2], sm[NB]; /* load masks of blocks b0 - 1 .. b0 + NB, stores */     \
+        for (int j = 0; j < NB + 2; j++)                                                       \
+            lm[j] = b0 - 1 + j < 0 ? 0 : bits(0, in2 - (b0 - 1 + j) * LANES);                  \
+        for (int j = 0; j < NB; j++)                                                           \
+            sm[j] = bits(0, out2 - (b0 + j) * LANES);                                          \
+        __m512 acc[K][NB];                                                                     \
+        _Pragma("GCC unroll 8") for (int r = 0; r < K; r++)                                    \
+            _Pragma("GCC unroll 8") for (int b = 0; b < NB; b++) acc[r][b] =                   \
+                _mm512_set1_ps(bias);                                                          \
+        for (int64_t v0 = vs; v0 < v_end; v0 += K)                                             \
+            _Pragma("GCC unroll 8") for (int u = 0; u < K; u++) {                              \
+                const int64_t v = v0 + u;                                                      \
+                if (v >= v_end)                                                                \
+                    break;                                                                     \
+                if (v - vs >= K - 1 && v + pb < o_hi)                                          \
+                    SLIDE_ROW(K, NB, 0);                                                       \
+                else                                                                           \
+                    SLIDE_ROW(K, NB, 1);                                                       \
+            }                                                                                  \
+    }
+/* 5x5: GCC's scheduling before register allocation (off at -O2) interleaves
+ * the sums' chains; det's 20x20 layer 0.111 -> 0.096 ms (harness, medians
+ * of 9 interleaved), the 40x40 one unchanged; 3x3 measured a little slower
+ * with it. Clang does not know the attribute. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define SLIDE5_ATTR , optimize("schedule-insns", "sched-pressure")
+#else
+#define SLIDE5_ATTR
+#endif
+DEFINE_SLIDE(3, 1, )
+DEFINE_SLIDE(3, 2, )
+DEFINE_SLIDE(3, 3, )
+DEFINE_SLIDE(3, 4, )
+DEFINE_SLIDE(3, 5, )
+DEFINE_SLIDE(5, 1, SLIDE5_ATTR)
+DEFINE_SLIDE(5, 2, SLIDE5_ATTR)
+DEFINE_SLIDE(5, 3, SLIDE5_ATTR)
+DEFINE_SLIDE(5, 4, SLIDE5_ATTR)
+
+typedef void (*slide_fn)(const float *, const float *, float, const ld_window_geom *, int64_t,
+                         int64_t, int64_t, float *);
+/* blocks per strip: 3x3 up to 5 (15 sums, 9 weights and 7 input vectors
+ * fit the 32 registers), 5x5 up to 4 (its 25 weights come from memory) */
+#define SLIDE_MAX_BLOCKS 5
+static const slide_fn slide_table[2][SLIDE_MAX_BLOCKS] = {
+    {slide3x1, slide3x2, slide3x3, slide3x4, slide3x5},
+    {slide5x1, slide5x2, slide5x3, slide5x4, NULL},
+};
+
+/* Whether the sliding rows take plane g (before the weights are known). */
+static bool slide_fits(const ld_window_geom *g)
+{
+    int64_t k = g->k[2];
+    return g->in[0] == 1 && g->k[0] == 1 && g->out[0] == 1 && g->pb[0] == 0 &&
+           (k == 3 || k == 5) && g->k[1] == k && g->s[1] == 1 && g->s[2] == 1 &&
+           g->d[1] == 1 && g->d[2] == 1 && g->pb[2] == k / 2 && g->pe[2] <= k - 1 &&
+           g->pb[1] <= k - 1 && g->pe[1] <= k - 1 && g->out[1] >= 1 && g->out[2] >= 1;
+}
+
+/* The plane in strips of whole output rows and up to 5 (3x3) or 4 (5x5)
+ * blocks, the strips as even as possible (5x5, 5 blocks: 3 + 2, not 4 + 1:
+ * one block alone is only K sums). det's 80-wide 3x3 layer took 0.19 ms
+ * in strips of 3 + 2 blocks, 0.16 in one of 5. Each strip walks the whole plane: cutting
+ * it into bands of rows that stay in L1 (32 KB) measured slower on det's
+ * 160- and 320-wide planes (0.28 against 0.25 ms, 0.42 against 0.35). */
+__attribute__((target("avx512f"))) static void slide_plane(const float *xp, const float *wp,
+                                                            float bias, float *yp,
+                                                            const ld_window_geom *g)
+{
+    int64_t blocks = (g->out[2] + LANES - 1) / LANES;
+    int64_t mx = g->k[2] == 3 ? 5 : 4;
+    int64_t strips = (blocks + mx - 1) / mx;
+    const slide_fn *by_blocks = slide_table[g->k[2] == 3 ? 0 : 1];
+    for (int64_t i = 0, b0 = 0; i < strips; i++) {
+        int64_t nb = (blocks - b0) / (strips - i) + ((blocks - b0) % (strips - i) != 0);
+        by_blocks[nb - 1](xp, wp, bias, g, 0, g->out[1], b0, yp);
+        b0 += nb;
+    }
+}
+
 /* Whether block b (n lanes) is FULL for every kernel column: each lane's
  * input inside [0, in) and, for stride 2, all 32 elements its loads read. */
 static bool block_full(const ld_window_geom *g, int64_t b, int64_t n)
@@ -480,6 +668,10 @@ __attribute__((target("avx512f"))) void ld_depthwise_plane_f32_avx512(const floa
 {
     if (ld_depthwise_stride2_avx512(xp, wp, bias, yp, g)) /* depthwise_stride2.c */
         return;
+    if (slide_fits(g) && padding_is_neutral(wp, bias, g->k_size)) {
+        slide_plane(xp, wp, bias, yp, g);
+        return;
+    }
     padded_plane pp;
     if (padded_layout(g, &pp) && padding_is_neutral(wp, bias, g->k_size)) {
         padded_plane_run(xp, wp, bias, yp, g, &pp);
