@@ -481,7 +481,8 @@ typedef struct {
     ld_cd_pw_plan *p;
     const ld_cd_variant *v;
     const ld_cd_isa *isa;
-    float *bufs; /* per worker: C x MAX_SPAN floats, ld_conv_direct_worker_stride apart */
+    /* per worker: C x MAX_SPAN floats, ld_conv_direct_worker_stride apart */
+    float *bufs;
 } pw_job;
 
 static void pw_items(void *arg, int worker, int64_t t0, int64_t t1)
@@ -490,7 +491,8 @@ static void pw_items(void *arg, int worker, int64_t t0, int64_t t1)
     ld_cd_pw_plan *p = j->p;
     const ld_cd_variant *v = j->v;
     const int64_t lanes = j->isa->lanes;
-    float *buf = j->bufs + (size_t)worker * ld_conv_direct_worker_stride((size_t)(p->C * MAX_SPAN));
+    float *buf =
+        j->bufs + (size_t)worker * ld_conv_direct_worker_stride((size_t)(p->C * MAX_SPAN));
     for (int64_t t = t0; t < t1; t++) {
         j->isa->pointwise_copy(p, t * p->span, buf);
         int64_t first = t * p->span / lanes, end = first + p->span / lanes;
@@ -658,7 +660,8 @@ typedef struct {
     const ld_cd_variant *v;
     const float *x;
     const ld_window_geom *g;
-    float *inputs; /* per worker: R rows of row_floats (R > 0), ld_conv_direct_worker_stride apart */
+    /* per worker: R rows of row_floats (R > 0), ld_conv_direct_worker_stride apart */
+    float *inputs;
     int64_t R, groups;
     struct {
         int64_t held[MAX_RING], current;

@@ -78,8 +78,8 @@ static void futex_wake_all(_Atomic uint32_t *word)
  * (w + 1) n / T), and claims from its front; a worker whose share is empty
  * takes from the back of the fullest other share. Why: consecutive nodes
  * split their items in the same order (output rows, position spans,
- * chunks), so a thread mostly reads what it
- * wrote itself, in its own core's caches; with one shared counter the
+ * chunks), so a thread mostly reads what it wrote itself, in its own
+ * core's caches; with one shared counter the
  * claims interleaved, and on the Zen 5 (two vCPUs on different dies:
  * ~470 ns for a cache line's round trip) half of each read crossed over
  * (a 10 MiB read-and-write pass over two threads' own halves ran at ~150
@@ -214,9 +214,9 @@ void ld_conv_pool_run(int threads, int64_t n, int64_t claim,
             job->threads = threads;
             for (int w = 0; w < threads; w++) {
                 int64_t lo = ld_conv_pool_share_start(n, threads, w);
+                int64_t len = ld_conv_pool_share_start(n, threads, w + 1) - lo;
                 job->share[w].start = lo;
-                atomic_store_explicit(&job->share[w].left,
-                                      share_pack(0, ld_conv_pool_share_start(n, threads, w + 1) - lo),
+                atomic_store_explicit(&job->share[w].left, share_pack(0, len),
                                       memory_order_relaxed);
             }
             uint64_t open = ((atomic_load(&pool.state) >> 1) + 1) << 1 | 1;

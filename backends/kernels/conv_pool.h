@@ -47,7 +47,8 @@ int64_t ld_conv_pool_claim(int64_t n, int threads);
  * threads - 1 on helpers (a per-thread buffer index; at most
  * LD_CONV_POOL_MAX_THREADS - 1); a worker's ranges from its own share come
  * in increasing order, first the share's start (worker w's share starts at
- * item w * n / threads, rounded as ld_conv_pool_share_start). claim: the most items per call (>= 1). With threads <= 1, or when
+ * item w * n / threads, rounded as ld_conv_pool_share_start). claim: the
+ * most items per call (>= 1). With threads <= 1, or when
  * another job is running (a concurrent caller), everything runs on the
  * calling thread in one call fn(arg, 0, 0, n). Memory fn
  * writes is visible to the caller when this returns. */

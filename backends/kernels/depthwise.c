@@ -27,12 +27,12 @@
  * because every tap was an unaligned 64-byte load (4 of 5 columns split
  * cache lines); these run ~1 (the 25 weights of 5x5 come from memory, and
  * the 20-wide rows waste 12 of 32 lanes).
- * Harness (/work/notes/dw_harness.c), 1 thread, CPU time, medians of 7
- * interleaved best-of-30, Zen 5: 384 planes 20x20 5x5 0.18 -> 0.096 ms,
- * 192 40x40 5x5 0.29 -> 0.13, 96 80x80 3x3 0.26 -> 0.085, 48 160x160 3x3
- * 0.40 -> 0.23, 16 320x320 3x3 0.48 -> 0.31 (these two read and write
- * 10-13 MB a layer). The other paths stay for other geometries and special
- * values.
+ * Harness (a loop of ld_depthwise_plane_f32_fast over the planes), 1
+ * thread, CPU time, medians of 7 interleaved best-of-30, Zen 5: 384
+ * planes 20x20 5x5 0.18 -> 0.096 ms, 192 40x40 5x5 0.29 -> 0.13, 96
+ * 80x80 3x3 0.26 -> 0.085, 48 160x160 3x3 0.40 -> 0.23, 16 320x320 3x3
+ * 0.48 -> 0.31 (these two read and write 10-13 MB a layer). The other
+ * paths stay for other geometries and special values.
  *
  * depthwise_avx2.c is the 8-lane port for AVX2 CPUs; this file also holds
  * the dispatch (AVX-512 > AVX2 > conv.c's loop) and its test switch. On
