@@ -17,7 +17,7 @@
  * contiguously, 2 takes the even elements of two loads, larger ones gather.
  *
  * Stride 1, 3x3 and 5x5 with K/2 columns of left padding and neutral
- * padding (padding_is_neutral: finite weights, bias not -0), which are all
+ * padding (ld_depthwise_padding_is_neutral: finite weights, bias not -0), which are all
  * of det's stride-1 layers, slide rows instead (slide##K##x##NB): each
  * input row is loaded once per 16 columns, its K column shifts are built
  * with valignd and each shift feeds the K output rows that row reaches,
@@ -387,7 +387,7 @@ static bool padded_layout(const ld_window_geom *g, padded_plane *pp)
     return pp->rows * pp->row_len <= PADDED_MAX_FLOATS;
 }
 
-static bool padding_is_neutral(const float *wp, float bias, int64_t k_size)
+bool ld_depthwise_padding_is_neutral(const float *wp, float bias, int64_t k_size)
 {
     if (bias == 0.0f && signbit(bias))
         return false;
@@ -478,7 +478,7 @@ padded_plane_run(const float *xp, const float *wp, float bias, float *yp,
 
 /* --- stride 1, sliding rows -----------------------------------------------------------
  * Stride 1, no dilation, a KxK kernel (3 or 5) with K/2 columns of padding
- * on the left, whose padding is neutral (padding_is_neutral): the plane is
+ * on the left, whose padding is neutral (ld_depthwise_padding_is_neutral): the plane is
  * walked one input row at a time, and each input row is added into the K
  * output rows it reaches (output row o takes kernel row kh = v + pb - o of
  * input row v). Per input row and block of 16 columns the row is loaded
@@ -668,12 +668,12 @@ __attribute__((target("avx512f"))) void ld_depthwise_plane_f32_avx512(const floa
 {
     if (ld_depthwise_stride2_avx512(xp, wp, bias, yp, g)) /* depthwise_stride2.c */
         return;
-    if (slide_fits(g) && padding_is_neutral(wp, bias, g->k_size)) {
+    if (slide_fits(g) && ld_depthwise_padding_is_neutral(wp, bias, g->k_size)) {
         slide_plane(xp, wp, bias, yp, g);
         return;
     }
     padded_plane pp;
-    if (padded_layout(g, &pp) && padding_is_neutral(wp, bias, g->k_size)) {
+    if (padded_layout(g, &pp) && ld_depthwise_padding_is_neutral(wp, bias, g->k_size)) {
         padded_plane_run(xp, wp, bias, yp, g, &pp);
         return;
     }

@@ -9,6 +9,12 @@
 
 #include "backends/kernels/conv_common.h"
 
+/* Whether a plane's padding taps may be computed as zero inputs instead of
+ * skipped without changing a bit: finite weights (0 * w = +-0) and a bias
+ * other than -0 (a sum that starts there never becomes -0). The narrow-plane
+ * copy, the sliding rows and the stride-2 phase rows rely on it. */
+bool ld_depthwise_padding_is_neutral(const float *wp, float bias, int64_t k_size);
+
 /* Whether this CPU (and OS) runs ld_depthwise_plane_f32_avx512. */
 bool ld_depthwise_avx512_available(void);
 

@@ -209,16 +209,6 @@ static bool padded_layout(const ld_window_geom *g, padded_plane *pp)
     return pp->rows * pp->row_len <= PADDED_MAX_FLOATS;
 }
 
-static bool padding_is_neutral(const float *wp, float bias, int64_t k_size)
-{
-    if (bias == 0.0f && signbit(bias))
-        return false;
-    for (int64_t i = 0; i < k_size; i++)
-        if (!isfinite(wp[i]))
-            return false;
-    return true;
-}
-
 /* NR output rows [oh0, oh0 + NR) x NB blocks from b0 of a padded plane
  * (pp->g: no padding): NR * NB independent sums, so that short rows still
  * keep enough additions in flight. Per output the same taps in the same
@@ -447,12 +437,12 @@ void ld_depthwise_plane_f32_avx2(const float *xp, const float *wp, float bias, f
                                  const ld_window_geom *g)
 {
     padded_plane pp;
-    if (padded_layout(g, &pp) && padding_is_neutral(wp, bias, g->k_size)) {
+    if (padded_layout(g, &pp) && ld_depthwise_padding_is_neutral(wp, bias, g->k_size)) {
         padded_plane_run(xp, wp, bias, yp, g, &pp);
         return;
     }
     wide_plane wpl;
-    if (wide_layout(g, &wpl) && padding_is_neutral(wp, bias, g->k_size)) {
+    if (wide_layout(g, &wpl) && ld_depthwise_padding_is_neutral(wp, bias, g->k_size)) {
         wide_plane_run(xp, wp, bias, yp, g, &wpl);
         return;
     }

@@ -199,16 +199,6 @@ static bool s2_fits(const ld_window_geom *g, s2_layout *l)
     return (l->span + 1) * 2 * l->le + l->le <= S2_MAX_FLOATS;
 }
 
-static bool s2_padding_is_neutral(const float *wp, float bias, int64_t k_size)
-{
-    if (bias == 0.0f && signbit(bias))
-        return false;
-    for (int64_t i = 0; i < k_size; i++)
-        if (!isfinite(wp[i]))
-            return false;
-    return true;
-}
-
 /* A plane's ring of phase rows: padded rows [next - span, next) are split,
  * row next - 1 in slot last. */
 typedef struct s2_ring {
@@ -251,7 +241,7 @@ __attribute__((target("avx512f"))) bool ld_depthwise_stride2_avx512(const float 
                                                                     const ld_window_geom *g)
 {
     s2_layout l;
-    if (!s2_fits(g, &l) || !s2_padding_is_neutral(wp, bias, g->k_size))
+    if (!s2_fits(g, &l) || !ld_depthwise_padding_is_neutral(wp, bias, g->k_size))
         return false;
     alignas(64) float buf[S2_MAX_FLOATS];
     __mmask16 masks[S2_MAX_FLOATS / LANES]; /* phase_row's, two per vector of a phase */
